@@ -1,0 +1,63 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/kilnsh/kiln"
+)
+
+// statusOf maps each error code to its HTTP status: the one table of it.
+var statusOf = map[kiln.Code]int{
+	kiln.CodeInvalid:      http.StatusBadRequest,
+	kiln.CodeLanguage:     http.StatusBadRequest,
+	kiln.CodeUnauthorized: http.StatusUnauthorized,
+	kiln.CodeNotFound:     http.StatusNotFound,
+	kiln.CodeTooLarge:     http.StatusRequestEntityTooLarge,
+	kiln.CodeMediaType:    http.StatusUnsupportedMediaType,
+	kiln.CodeRateLimited:  http.StatusTooManyRequests,
+	kiln.CodeUnavailable:  http.StatusServiceUnavailable,
+	kiln.CodeInternal:     http.StatusInternalServerError,
+}
+
+type errorBody struct {
+	Error      kiln.Code `json:"error"`
+	Message    string    `json:"message"`
+	RequestID  string    `json:"request_id"`
+	RetryAfter int       `json:"retry_after_seconds,omitempty"`
+}
+
+// writeError sends err as the error envelope. An error that is not a *kiln.Error is a
+// bug or an outage: the client gets a generic message and the log gets the detail.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *kiln.Error
+	if !errors.As(err, &e) {
+		logger(r).Error("internal error", "err", err)
+		e = &kiln.Error{Code: kiln.CodeInternal, Message: "internal error; see the server log with this request id"}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	body := errorBody{Error: e.Code, Message: e.Message, RequestID: requestID(r)}
+	if e.Code == kiln.CodeRateLimited {
+		body.RetryAfter = e.RetryAfter
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		slog.Debug("response write failed", "err", err)
+	}
+}

@@ -1,0 +1,209 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/protocol"
+)
+
+// execRequest is the body of POST /exec. Unknown fields are ignored.
+type execRequest struct {
+	Code         *string         `json:"code"`
+	Lang         string          `json:"lang"`
+	Args         json.RawMessage `json:"args"`
+	SessionID    string          `json:"session_id"`
+	EntityID     string          `json:"entity_id"`
+	UserID       string          `json:"user_id"`
+	Files        []fileRef       `json:"files"`
+	State        json.RawMessage `json:"state"`
+	CaptureState *bool           `json:"capture_state"`
+	Timeout      *int64          `json:"timeout"`
+}
+
+type fileRef struct {
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	Name      string `json:"name"`
+}
+
+type timing struct {
+	QueueMS float64 `json:"queue_ms"`
+	ExecMS  float64 `json:"exec_ms"`
+	TotalMS float64 `json:"total_ms"`
+}
+
+type fileOut struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	SessionID   string `json:"session_id"`
+	Size        int64  `json:"size"`
+	ContentType string `json:"content_type"`
+}
+
+// execResponse is the body of a 200 from POST /exec.
+type execResponse struct {
+	SessionID  string          `json:"session_id"`
+	Status     string          `json:"status"`
+	ExitCode   int             `json:"exit_code"`
+	Stdout     string          `json:"stdout"`
+	Stderr     string          `json:"stderr"`
+	Error      *string         `json:"error"`
+	Result     *string         `json:"result"`
+	Files      []fileOut       `json:"files"`
+	Truncated  bool            `json:"truncated"`
+	State      json.RawMessage `json:"state,omitempty"`
+	HasState   bool            `json:"has_state"`
+	StateSize  int             `json:"state_size"`
+	StateError *string         `json:"state_error"`
+	Timing     timing          `json:"timing"`
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req execRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	xreq, err := toExecRequest(&req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	res, err := s.run.Run(r.Context(), xreq)
+	if err != nil {
+		if r.Context().Err() != nil {
+			logger(r).Info("client went away during the run")
+			return
+		}
+		writeError(w, r, err)
+		return
+	}
+	info(r).poolWait = res.QueueWait
+	out := execResponse{
+		SessionID: kiln.NewID(),
+		Status:    res.Status, ExitCode: res.ExitCode,
+		Stdout: res.Stdout, Stderr: res.Stderr,
+		Error: res.Error, Result: res.Result,
+		Files:      []fileOut{},
+		Truncated:  res.Truncated,
+		StateError: res.StateError,
+		Timing: timing{
+			QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime), TotalMS: ms(time.Since(start)),
+		},
+	}
+	// Stateless mode: the state goes back to the caller, who keeps it.
+	out.State = json.RawMessage("null")
+	if res.State != nil {
+		out.State, _ = json.Marshal(base64.StdEncoding.EncodeToString(res.State))
+		out.HasState, out.StateSize = true, len(res.State)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// toExecRequest validates the fields the API owns and builds the executor's request.
+func toExecRequest(req *execRequest) (executor.Request, error) {
+	var x executor.Request
+	if req.Code == nil {
+		return x, kiln.Errorf(kiln.CodeInvalid, "code is required")
+	}
+	x.Code = *req.Code
+	switch strings.ToLower(req.Lang) {
+	case "", "py", "python", "python3":
+		x.Lang = executor.LangPython
+	case "bash", "sh":
+		x.Lang = executor.LangBash
+	default:
+		return x, kiln.Errorf(kiln.CodeLanguage, "unsupported language %q; use py or bash", req.Lang)
+	}
+	args, err := parseArgs(req.Args)
+	if err != nil {
+		return x, err
+	}
+	x.Args = args
+	if req.EntityID != "" && !kiln.ValidToken(req.EntityID, 40) {
+		return x, kiln.Errorf(kiln.CodeInvalid, "entity_id must be 1 to 40 characters of A-Z a-z 0-9 _ -")
+	}
+	if len(req.State) > 0 && string(req.State) != "null" {
+		var b64 string
+		if err := json.Unmarshal(req.State, &b64); err != nil {
+			return x, kiln.Errorf(kiln.CodeInvalid, "state must be a string")
+		}
+		blob, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return x, kiln.Errorf(kiln.CodeInvalid, "state is not valid base64")
+		}
+		x.State = blob
+	}
+	x.CaptureState = req.CaptureState == nil || *req.CaptureState
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			return x, kiln.Errorf(kiln.CodeInvalid, "timeout must be a positive number of milliseconds")
+		}
+		x.Timeout = time.Duration(*req.Timeout) * time.Millisecond
+	}
+	return x, nil
+}
+
+// parseArgs accepts a list of strings, or one string split on white space.
+func parseArgs(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return strings.Fields(one), nil
+	}
+	return nil, kiln.Errorf(kiln.CodeInvalid, "args must be a string or an array of strings")
+}
+
+// decodeJSON reads a bounded JSON body into v, with errors a client can act on.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return kiln.Errorf(kiln.CodeMediaType, "send a JSON body with Content-Type: application/json (got %q)", ct)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return kiln.Errorf(kiln.CodeTooLarge, "request body is over the limit of %d bytes", s.maxBody)
+		}
+		return kiln.Errorf(kiln.CodeInvalid, "reading the body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return kiln.Errorf(kiln.CodeInvalid, "malformed JSON: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return kiln.Errorf(kiln.CodeInvalid, "malformed JSON: more than one value in the body")
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+var _ = protocol.File{}

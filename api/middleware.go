@@ -1,0 +1,191 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kilnsh/kiln"
+)
+
+type ctxKey int
+
+const (
+	keyRequest ctxKey = iota
+)
+
+// reqInfo travels in a request's context: who asked, and what to log about it.
+type reqInfo struct {
+	id       string
+	log      *slog.Logger
+	owner    string // the caller's key fingerprint; "" when auth is off
+	poolWait time.Duration
+}
+
+func info(r *http.Request) *reqInfo {
+	if ri, ok := r.Context().Value(keyRequest).(*reqInfo); ok {
+		return ri
+	}
+	return &reqInfo{log: slog.Default()}
+}
+
+func requestID(r *http.Request) string { return info(r).id }
+func logger(r *http.Request) *slog.Logger { return info(r).log }
+
+// withRequest gives every request an id, a logger that carries it, security headers,
+// panic recovery and one log line when it is done.
+func (s *Server) withRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := kiln.NewID()
+		ri := &reqInfo{id: id, log: s.log.With("request_id", id)}
+		r = r.WithContext(context.WithValue(r.Context(), keyRequest, ri))
+		h := w.Header()
+		h.Set("X-Request-Id", id)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				writeError(sw, r, fmt.Errorf("panic: %v", p))
+			}
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			if r.Context().Err() != nil && status == http.StatusOK && sw.status == 0 {
+				status = 499 // the client went away before an answer
+			}
+			d := time.Since(start)
+			ri.log.LogAttrs(r.Context(), levelFor(status), "request",
+				slog.String("method", r.Method), slog.String("route", route),
+				slog.Int("status", status), slog.Float64("duration_ms", ms(d)),
+				slog.Float64("pool_wait_ms", ms(ri.poolWait)))
+			if s.obs != nil {
+				s.obs.Request(route, r.Method, status, d)
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+func levelFor(status int) slog.Level {
+	if status >= 500 && status != 503 {
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Keys checks API keys in constant time. The zero value has no keys: auth is off.
+type Keys struct {
+	digests [][32]byte
+}
+
+// NewKeys returns the key set; empty strings are ignored.
+func NewKeys(keys []string) *Keys {
+	k := &Keys{}
+	for _, key := range keys {
+		if key = strings.TrimSpace(key); key != "" {
+			k.digests = append(k.digests, sha256.Sum256([]byte(key)))
+		}
+	}
+	return k
+}
+
+// Enabled reports whether any key is configured.
+func (k *Keys) Enabled() bool { return len(k.digests) > 0 }
+
+// match returns the fingerprint of key when it is one of the configured keys.
+// Every configured key is compared, in constant time, whatever matches.
+func (k *Keys) match(key string) (string, bool) {
+	d := sha256.Sum256([]byte(key))
+	found := 0
+	for i := range k.digests {
+		found |= subtle.ConstantTimeCompare(d[:], k.digests[i][:])
+	}
+	return hex.EncodeToString(d[:8]), found == 1
+}
+
+// presentedKey finds a key in X-API-Key, "Authorization: Bearer KEY" or
+// "Authorization: Basic base64(KEY:)".
+func presentedKey(r *http.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, rest, _ := strings.Cut(auth, " ")
+	switch strings.ToLower(scheme) {
+	case "bearer":
+		return strings.TrimSpace(rest)
+	case "basic":
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+		if err != nil {
+			return ""
+		}
+		user, pass, _ := strings.Cut(string(raw), ":")
+		if user == "" {
+			return pass
+		}
+		return user
+	}
+	return ""
+}
+
+// requireKey lets a request through when auth is off or its key matches.
+func (s *Server) requireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.keys.Enabled() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		owner, ok := s.keys.match(presentedKey(r))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+			writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key"))
+			return
+		}
+		info(r).owner = owner
+		next.ServeHTTP(w, r)
+	})
+}

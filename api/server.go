@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+)
+
+// Runner runs executions.
+type Runner interface {
+	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
+}
+
+// Health answers the health routes.
+type Health interface {
+	// Ready returns nil when kiln can serve executions, else why not.
+	Ready(ctx context.Context) error
+	// Detailed returns the body of /health/detailed and whether kiln is healthy.
+	Detailed(ctx context.Context) any
+}
+
+// Observer is told about every HTTP request; kiln's metrics implement it.
+type Observer interface {
+	Request(route, method string, status int, d time.Duration)
+}
+
+// Config is what a Server needs.
+type Config struct {
+	Keys         *Keys
+	Runner       Runner
+	Health       Health
+	Log          *slog.Logger
+	MaxBodyBytes int64 // largest JSON body accepted
+	Observer     Observer
+	Metrics      http.Handler // served at /metrics when set
+}
+
+// Server is kiln's HTTP handler.
+type Server struct {
+	keys    *Keys
+	run     Runner
+	health  Health
+	log     *slog.Logger
+	maxBody int64
+	obs     Observer
+	metrics http.Handler
+	router  chi.Router
+}
+
+// New returns a Server with every route mounted at / and under /v1.
+func New(cfg Config) *Server {
+	s := &Server{
+		keys: cfg.Keys, run: cfg.Runner, health: cfg.Health, log: cfg.Log,
+		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
+	}
+	if s.keys == nil {
+		s.keys = &Keys{}
+	}
+	r := chi.NewRouter()
+	r.Use(s.withRequest)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	s.mount(r)
+	r.Route("/v1", s.mount)
+	s.router = r
+	return s
+}
+
+func (s *Server) mount(r chi.Router) {
+	r.Get("/health", s.live)
+	r.Get("/health/live", s.live)
+	r.Get("/health/ready", s.ready)
+	if s.metrics != nil {
+		r.Method(http.MethodGet, "/metrics", s.metrics)
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireKey)
+		r.Get("/health/detailed", s.detailed)
+		r.Post("/exec", s.exec)
+	})
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/docker"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/pool"
+)
+
+// Main is a running kiln: it owns the Docker client, the pool and the HTTP server, and
+// wires them together. Run starts it; Close drains and removes everything it owns.
+type Main struct {
+	cfg Config
+	log *slog.Logger
+
+	docker   *docker.Client
+	pool     *pool.Pool[*docker.Sandbox]
+	server   *http.Server
+	listener net.Listener
+	draining atomic.Bool
+	served   chan error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main for cfg; nothing starts before Run.
+func NewMain(cfg Config, log *slog.Logger) *Main {
+	return &Main{cfg: cfg, log: log, served: make(chan error, 1)}
+}
+
+// Addr returns the address the server listens on, once Run has returned.
+func (m *Main) Addr() string { return m.listener.Addr().String() }
+
+// Run connects to Docker, removes this instance's orphans, starts the pool and the
+// HTTP server, and returns once the server listens.
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.cfg
+	limits := m.limits()
+	dc, err := docker.New(m.log, maxFrameBytes(limits))
+	if err != nil {
+		return err
+	}
+	m.docker = dc
+
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := dc.Ping(pctx); err != nil {
+		return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
+	}
+	if _, err := dc.ImageID(pctx, cfg.SandboxImage); err != nil {
+		if errors.Is(err, docker.ErrImageMissing) {
+			return fmt.Errorf("sandbox image %s is missing: build it with 'make image'", cfg.SandboxImage)
+		}
+		return err
+	}
+	if n, err := dc.RemoveOrphans(pctx, cfg.InstanceID); err != nil {
+		m.log.Warn("removing orphaned sandboxes failed", "err", err)
+	} else if n > 0 {
+		m.log.Info("removed orphaned sandboxes of an earlier run", "count", n, "instance", cfg.InstanceID)
+	}
+
+	m.pool = pool.New(pool.Config{
+		Size:          cfg.PoolSize,
+		Warmers:       cfg.PoolWarmers,
+		QueueTimeout:  time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
+		MaxQueue:      cfg.MaxQueue,
+		WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
+		BackoffMin:    500 * time.Millisecond,
+		BackoffMax:    5 * time.Second,
+	}, factory{dc: dc, spec: m.spec()}, m.log, nil)
+
+	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
+	keys := api.NewKeys(cfg.APIKeys)
+	if !keys.Enabled() {
+		m.log.Warn("no API_KEYS configured: authentication is off; anyone who reaches this port can run code")
+	}
+	handler := api.New(api.Config{
+		Keys:         keys,
+		Runner:       drainGuard{m: m, next: exec},
+		Health:       &health{m: m, keys: keys},
+		Log:          m.log,
+		MaxBodyBytes: maxBodyBytes(limits),
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on LISTEN_ADDR %s: %w", cfg.Addr, err)
+	}
+	m.listener = ln
+	hardest := time.Duration(cfg.MaxTimeoutMS+cfg.TimeoutGraceMS)*time.Millisecond + time.Duration(cfg.QueueTimeoutSeconds*float64(time.Second))
+	m.server = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      hardest + 2*time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	go func() { m.served <- m.server.Serve(ln) }()
+	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pool_size", cfg.PoolSize,
+		"image", cfg.SandboxImage, "runtime", runtimeName(cfg.SandboxRuntime), "instance", cfg.InstanceID)
+	return nil
+}
+
+// Close stops taking executions, lets in-flight ones finish within the shutdown grace,
+// then removes every sandbox the pool owns. It is idempotent.
+func (m *Main) Close(ctx context.Context) error {
+	m.closeOnce.Do(func() {
+		m.draining.Store(true)
+		var errs []error
+		if m.server != nil {
+			grace := time.Duration(m.cfg.ShutdownGraceSeconds) * time.Second
+			sctx, cancel := context.WithTimeout(ctx, grace)
+			if err := m.server.Shutdown(sctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+				_ = m.server.Close()
+			}
+			cancel()
+		}
+		if m.pool != nil {
+			if err := m.pool.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("pool close: %w", err))
+			}
+		}
+		if m.docker != nil {
+			errs = append(errs, m.docker.Close())
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}
+
+func (m *Main) spec() docker.Spec {
+	c := m.cfg
+	return docker.Spec{
+		Image:     c.SandboxImage,
+		Runtime:   c.SandboxRuntime,
+		Instance:  c.InstanceID,
+		MemoryMB:  c.SandboxMemoryMB,
+		NanoCPUs:  int64(c.SandboxCPUs * 1e9),
+		PidsLimit: c.SandboxPidsLimit,
+		TmpMB:     c.SandboxTmpMB,
+		DataMB:    c.SandboxDataMB,
+		NoFile:    1024,
+	}
+}
+
+func (m *Main) limits() executor.Limits {
+	c := m.cfg
+	return executor.Limits{
+		MaxCodeBytes:   c.MaxCodeKB << 10,
+		MaxStateBytes:  c.StateMaxSizeMB << 20,
+		MaxStateRaw:    c.StateMaxRawMB << 20,
+		MaxOutputBytes: c.MaxOutputKB << 10,
+		MaxFileBytes:   c.MaxFileSizeMB << 20,
+		MaxFiles:       c.MaxOutputFiles,
+		DefaultTimeout: time.Duration(c.DefaultTimeoutMS) * time.Millisecond,
+		MinTimeout:     time.Duration(c.MinTimeoutMS) * time.Millisecond,
+		MaxTimeout:     time.Duration(c.MaxTimeoutMS) * time.Millisecond,
+		Grace:          time.Duration(c.TimeoutGraceMS) * time.Millisecond,
+		RetryAfter:     max(1, int(c.QueueTimeoutSeconds/2)),
+	}
+}
+
+// maxFrameBytes bounds one response frame: two capped outputs and a result (each at
+// most 3x their cap once invalid UTF-8 is replaced), the state and the files, all as
+// base64, plus room for the JSON around them.
+func maxFrameBytes(l executor.Limits) int {
+	out := 3 * 3 * l.MaxOutputBytes
+	blobs := (l.MaxStateBytes + int64(l.MaxFiles)*l.MaxFileBytes) * 4 / 3
+	return int(out + blobs + 1<<20)
+}
+
+// maxBodyBytes bounds a JSON request body: code, a state blob and input files (as
+// base64 they grow by a third) plus room for the JSON around them.
+func maxBodyBytes(l executor.Limits) int64 {
+	return int64(l.MaxCodeBytes) + (l.MaxStateBytes+l.MaxFileBytes)*4/3 + 1<<20
+}
+
+func runtimeName(r string) string {
+	if r == "" {
+		return "runc"
+	}
+	return r
+}
+
+// factory makes sandboxes for the pool.
+type factory struct {
+	dc   *docker.Client
+	spec docker.Spec
+}
+
+func (f factory) Start(ctx context.Context) (*docker.Sandbox, error) { return f.dc.Start(ctx, f.spec) }
+
+// poolAdapter lends the pool's Docker sandboxes to the executor.
+type poolAdapter struct{ p *pool.Pool[*docker.Sandbox] }
+
+func (a poolAdapter) Checkout(ctx context.Context) (executor.Sandbox, error) {
+	sb, err := a.p.Checkout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+func (a poolAdapter) Release(sb executor.Sandbox) { a.p.Release(sb.(*docker.Sandbox)) }
+
+// drainGuard refuses new executions once shutdown has begun.
+type drainGuard struct {
+	m    *Main
+	next api.Runner
+}
+
+func (d drainGuard) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	if d.m.draining.Load() {
+		return nil, errShuttingDown
+	}
+	return d.next.Run(ctx, req)
+}

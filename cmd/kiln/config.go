@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is kiln's whole configuration, read once from the environment. Variable names
+// have no prefix; docs/operations.md lists them all.
+type Config struct {
+	Addr        string   `envconfig:"LISTEN_ADDR" default:":8080"`
+	APIKeys     []string `envconfig:"API_KEYS"`
+	APIKeysFile string   `envconfig:"API_KEYS_FILE"`
+	InstanceID  string   `envconfig:"INSTANCE_ID"`
+	LogLevel    string   `envconfig:"LOG_LEVEL" default:"info"`
+
+	SandboxImage     string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
+	SandboxRuntime   string  `envconfig:"SANDBOX_RUNTIME"`
+	SandboxMemoryMB  int64   `envconfig:"SANDBOX_MEMORY_MB" default:"512"`
+	SandboxCPUs      float64 `envconfig:"SANDBOX_CPUS" default:"1"`
+	SandboxPidsLimit int64   `envconfig:"SANDBOX_PIDS_LIMIT" default:"128"`
+	SandboxTmpMB     int64   `envconfig:"SANDBOX_TMP_MB" default:"64"`
+	SandboxDataMB    int64   `envconfig:"SANDBOX_DATA_MB" default:"256"`
+
+	PoolSize            int     `envconfig:"POOL_SIZE" default:"4"`
+	PoolWarmers         int     `envconfig:"POOL_WARMERS" default:"2"`
+	QueueTimeoutSeconds float64 `envconfig:"QUEUE_TIMEOUT_SECONDS" default:"10"`
+	MaxQueue            int     `envconfig:"MAX_QUEUE" default:"32"`
+	ReplEnabled         bool    `envconfig:"REPL_ENABLED" default:"true"`
+	WarmupTimeoutSecs   int     `envconfig:"REPL_WARMUP_TIMEOUT_SECONDS" default:"60"`
+
+	DefaultTimeoutMS int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
+	MinTimeoutMS     int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
+	MaxTimeoutMS     int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
+	TimeoutGraceMS   int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
+	MaxCodeKB        int   `envconfig:"MAX_CODE_KB" default:"512"`
+	MaxOutputKB      int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
+	StateMaxSizeMB   int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
+	StateMaxRawMB    int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
+	MaxFileSizeMB    int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
+	MaxOutputFiles   int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
+
+	ShutdownGraceSeconds int `envconfig:"SHUTDOWN_GRACE_SECONDS" default:"30"`
+}
+
+// LoadConfig reads the environment and checks every value, naming the variable at
+// fault in a sentence a user understands.
+func LoadConfig() (Config, error) {
+	var c Config
+	if err := envconfig.Process("", &c); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
+	}
+	if c.APIKeysFile != "" {
+		b, err := os.ReadFile(c.APIKeysFile)
+		if err != nil {
+			return c, fmt.Errorf("API_KEYS_FILE: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				c.APIKeys = append(c.APIKeys, line)
+			}
+		}
+	}
+	if c.InstanceID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "kiln"
+		}
+		c.InstanceID = host
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the ranges of every value.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.PoolSize >= 1 && c.PoolSize <= 256, "POOL_SIZE must be between 1 and 256, got %d", c.PoolSize)
+	check(c.PoolWarmers >= 1 && c.PoolWarmers <= 64, "POOL_WARMERS must be between 1 and 64, got %d", c.PoolWarmers)
+	check(c.QueueTimeoutSeconds > 0 && c.QueueTimeoutSeconds <= 600, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got %g", c.QueueTimeoutSeconds)
+	check(c.MaxQueue >= 0, "MAX_QUEUE must not be negative, got %d", c.MaxQueue)
+	check(c.WarmupTimeoutSecs >= 1, "REPL_WARMUP_TIMEOUT_SECONDS must be at least 1, got %d", c.WarmupTimeoutSecs)
+	check(c.SandboxMemoryMB >= 64, "SANDBOX_MEMORY_MB must be at least 64, got %d", c.SandboxMemoryMB)
+	check(c.SandboxCPUs > 0 && c.SandboxCPUs <= 64, "SANDBOX_CPUS must be above 0 and at most 64, got %g", c.SandboxCPUs)
+	check(c.SandboxPidsLimit >= 16, "SANDBOX_PIDS_LIMIT must be at least 16, got %d", c.SandboxPidsLimit)
+	check(c.SandboxTmpMB >= 1 && c.SandboxDataMB >= 1, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1")
+	check(c.SandboxTmpMB+c.SandboxDataMB < c.SandboxMemoryMB, "SANDBOX_TMP_MB + SANDBOX_DATA_MB (%d) must stay below SANDBOX_MEMORY_MB (%d): tmpfs counts as memory", c.SandboxTmpMB+c.SandboxDataMB, c.SandboxMemoryMB)
+	check(c.MinTimeoutMS >= 1 && c.MinTimeoutMS <= c.MaxTimeoutMS, "MIN_TIMEOUT_MS must be at least 1 and at most MAX_TIMEOUT_MS")
+	check(c.DefaultTimeoutMS >= c.MinTimeoutMS && c.DefaultTimeoutMS <= c.MaxTimeoutMS, "DEFAULT_TIMEOUT_MS must lie between MIN_TIMEOUT_MS and MAX_TIMEOUT_MS")
+	check(c.TimeoutGraceMS >= 100, "TIMEOUT_GRACE_MS must be at least 100, got %d", c.TimeoutGraceMS)
+	check(c.MaxCodeKB >= 1, "MAX_CODE_KB must be at least 1")
+	check(c.MaxOutputKB >= 1, "MAX_OUTPUT_KB must be at least 1")
+	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB must be at least 1 and STATE_MAX_RAW_MB at least as large")
+	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
+	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
+	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
+	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
+	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
+	var lvl slog.Level
+	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,48 @@
+// Command kiln serves the kiln HTTP API: it runs untrusted Python for LLM platforms in
+// a warm pool of hardened, single-use Docker containers. Configuration comes from the
+// environment (docs/operations.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg, err := LoadConfig()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kiln: invalid configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain(cfg, log)
+	if err := m.Run(ctx); err != nil {
+		log.Error("kiln could not start", "err", err)
+		closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = m.Close(closeCtx)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down: draining in-flight executions", "grace_seconds", cfg.ShutdownGraceSeconds)
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownGraceSeconds)*time.Second+30*time.Second)
+	defer cancel()
+	if err := m.Close(closeCtx); err != nil {
+		log.Error("shutdown incomplete", "err", err)
+		os.Exit(1)
+	}
+	log.Info("kiln stopped")
+}

@@ -1,0 +1,194 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/kilnsh/kiln/protocol"
+)
+
+// removeTimeout bounds one container removal.
+const removeTimeout = 30 * time.Second
+
+// Client talks to the Docker daemon on kiln's behalf.
+type Client struct {
+	api      *client.Client
+	log      *slog.Logger
+	maxFrame int
+}
+
+// New connects to the daemon named by the environment (DOCKER_HOST, or the local
+// socket), negotiating the API version down to what the daemon speaks (1.41 for
+// Debian's docker.io). maxFrame bounds one protocol frame from a sandbox.
+func New(log *slog.Logger, maxFrame int) (*Client, error) {
+	api, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Client{api: api, log: log, maxFrame: maxFrame}, nil
+}
+
+// Close releases the client's connections.
+func (c *Client) Close() error { return c.api.Close() }
+
+// Ping checks that the daemon answers.
+func (c *Client) Ping(ctx context.Context) error {
+	if _, err := c.api.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("docker ping: %w", err)
+	}
+	return nil
+}
+
+// ImageID returns the id of the named local image, or an error wrapping
+// ErrImageMissing when the daemon does not have it.
+func (c *Client) ImageID(ctx context.Context, image string) (string, error) {
+	res, err := c.api.ImageInspect(ctx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("%w: %s", ErrImageMissing, image)
+		}
+		return "", fmt.Errorf("image inspect: %w", err)
+	}
+	return res.ID, nil
+}
+
+// ErrImageMissing means the sandbox image is not present on the daemon.
+var ErrImageMissing = errors.New("sandbox image not found")
+
+// Start creates a sandbox from spec and returns it once its REPL has sent the ready
+// frame. The order matters: create, attach (before start, so no output is missed),
+// wait (so the exit code is known), start. ctx bounds the whole warm-up; on any
+// failure the container is removed with a context of its own.
+func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
+	cfg, host := spec.configs(time.Now())
+	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("container create: %w", err)
+	}
+	s := &Sandbox{
+		id:      created.ID,
+		created: time.Now(),
+		cli:     c,
+		frames:  make(chan frame, 2),
+		done:    make(chan struct{}),
+	}
+	fail := func(err error) (*Sandbox, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		return nil, errors.Join(err, s.Remove(rctx))
+	}
+
+	att, err := c.api.ContainerAttach(ctx, s.id, client.ContainerAttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("container attach: %w", err))
+	}
+	s.conn = att.Conn
+	go s.read(att.Reader, c.maxFrame, c.log)
+
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	s.stopWait = stopWait
+	s.waitResult = c.api.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+
+	if _, err := c.api.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return fail(fmt.Errorf("container start: %w", err))
+	}
+
+	select {
+	case f := <-s.frames:
+		if f.err != nil {
+			return fail(fmt.Errorf("ready frame: %w", f.err))
+		}
+		if s.ready, err = protocol.DecodeReady(f.payload); err != nil {
+			return fail(err)
+		}
+		return s, nil
+	case <-s.done:
+		return fail(fmt.Errorf("sandbox exited during warm-up: %s", lastLine(s.Stderr())))
+	case <-ctx.Done():
+		return fail(fmt.Errorf("no ready frame: %w", ctx.Err()))
+	}
+}
+
+// remove force-removes a container; one that is already gone is not an error.
+func (c *Client) remove(ctx context.Context, id string) error {
+	_, err := c.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		if strings.Contains(err.Error(), "is already in progress") {
+			return nil
+		}
+		return fmt.Errorf("container remove %s: %w", shortID(id), err)
+	}
+	return nil
+}
+
+// Container is a sandbox container as the daemon lists it.
+type Container struct {
+	ID       string
+	Instance string
+	State    string
+	Created  time.Time
+}
+
+// List returns the kiln sandbox containers on the daemon, of every state. With a
+// non-empty instance, only that instance's.
+func (c *Client) List(ctx context.Context, instance string) ([]Container, error) {
+	f := make(client.Filters).Add("label", LabelManaged+"=true")
+	if instance != "" {
+		f.Add("label", LabelInstance+"="+instance)
+	}
+	res, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("container list: %w", err)
+	}
+	out := make([]Container, 0, len(res.Items))
+	for _, it := range res.Items {
+		out = append(out, Container{
+			ID:       it.ID,
+			Instance: it.Labels[LabelInstance],
+			State:    string(it.State),
+			Created:  time.Unix(it.Created, 0),
+		})
+	}
+	return out, nil
+}
+
+// RemoveOrphans removes every sandbox container labelled with instance: at start-up
+// these can only be leftovers of an earlier process of the same instance that died
+// without cleaning up. It returns how many it removed.
+func (c *Client) RemoveOrphans(ctx context.Context, instance string) (int, error) {
+	list, err := c.List(ctx, instance)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	n := 0
+	for _, ct := range list {
+		if err := c.remove(ctx, ct.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if s == "" {
+		return "no output"
+	}
+	return s
+}

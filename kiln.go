@@ -1,0 +1,93 @@
+// Package kiln holds the domain types shared by kiln's packages: the application
+// error with its machine codes, and the identifiers the API hands out.
+package kiln
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error code, as sent in the "error" field of an API error body.
+type Code string
+
+// The error codes of the HTTP API (see docs/api.md). The HTTP status for each lives in
+// one table in package api.
+const (
+	CodeInvalid      Code = "invalid_request"
+	CodeLanguage     Code = "unsupported_language"
+	CodeUnauthorized Code = "unauthorized"
+	CodeNotFound     Code = "not_found"
+	CodeTooLarge     Code = "too_large"
+	CodeMediaType    Code = "unsupported_media_type"
+	CodeRateLimited  Code = "rate_limited"
+	CodeUnavailable  Code = "unavailable"
+	CodeInternal     Code = "internal"
+)
+
+// Error is kiln's application error: a code for machines, a message for people.
+// Anything that is not an *Error reaching the API edge is reported as CodeInternal,
+// with its detail kept for the log.
+type Error struct {
+	Code    Code
+	Message string
+	// RetryAfter, in seconds, is sent as Retry-After for unavailable and rate_limited.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err's *Error, or CodeInternal when there is none.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// IDLength is the length of every identifier kiln hands out.
+const IDLength = 21
+
+const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+
+// NewID returns a fresh 21-character identifier from [A-Za-z0-9_-], drawn from a CSPRNG.
+// The alphabet has 64 symbols, so each byte's low six bits pick one without bias.
+func NewID() string {
+	var b [IDLength]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("kiln: reading random bytes: %v", err)) // crypto/rand does not fail on Linux
+	}
+	for i := range b {
+		b[i] = idAlphabet[b[i]&63]
+	}
+	return string(b[:])
+}
+
+// ValidID reports whether s has the shape of a kiln identifier. It is what keeps
+// client-supplied ids out of file paths and Redis key patterns.
+func ValidID(s string) bool {
+	if len(s) != IDLength {
+		return false
+	}
+	return ValidToken(s, IDLength)
+}
+
+// ValidToken reports whether s is 1 to max characters of [A-Za-z0-9_-] (entity ids).
+func ValidToken(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,257 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Sandbox is what the pool needs of a sandbox.
+type Sandbox interface {
+	ID() string
+	// Done is closed when the sandbox has died.
+	Done() <-chan struct{}
+	// Remove destroys the sandbox. It is called exactly once per sandbox, with a
+	// context that belongs to the pool, never to a request.
+	Remove(ctx context.Context) error
+}
+
+// Factory makes ready sandboxes. Start returns only once the sandbox can serve, and
+// cleans up after itself when it fails.
+type Factory[S Sandbox] interface {
+	Start(ctx context.Context) (S, error)
+}
+
+// Errors of Checkout. All of them mean "try again later".
+var (
+	ErrQueueFull = errors.New("pool: queue full")
+	ErrTimeout   = errors.New("pool: no sandbox within the queue timeout")
+	ErrClosed    = errors.New("pool: closed")
+)
+
+// Config sizes a pool.
+type Config struct {
+	Size          int           // sandboxes kept warm
+	Warmers       int           // sandboxes warming at once, at most
+	QueueTimeout  time.Duration // longest a checkout waits
+	MaxQueue      int           // checkouts waiting at once, at most
+	WarmupTimeout time.Duration // longest one sandbox may take to become ready
+	RemoveTimeout time.Duration // longest one removal may take
+	// BackoffMin and BackoffMax bound the pause between warm-ups after failures.
+	BackoffMin, BackoffMax time.Duration
+}
+
+// Observer is told about pool events; kiln's metrics implement it. Methods are called
+// without the pool's lock held and must not block.
+type Observer interface {
+	Warmed(d time.Duration)
+	WarmFailed(err error)
+	Removed(err error)
+	Waited(d time.Duration, err error)
+}
+
+// Pool keeps Config.Size sandboxes warm. Create it with New; Close it when done.
+type Pool[S Sandbox] struct {
+	cfg     Config
+	factory Factory[S]
+	log     *slog.Logger
+	obs     Observer
+	now     func() time.Time
+
+	ctx    context.Context // cancelled by Close; governs warm-ups
+	cancel context.CancelFunc
+	wake   chan struct{}
+	wg     sync.WaitGroup // the refill loop, warm-ups and removals
+
+	mu       sync.Mutex
+	ready    []entry[S] // oldest first
+	waiters  []chan S   // FIFO of checkouts waiting for a sandbox
+	warming  int
+	inUse    int
+	failures int       // consecutive warm-up failures
+	retryAt  time.Time // no warm-up before this, after failures
+	closed   bool
+	counts   Counts
+	lastErr  string
+}
+
+type entry[S Sandbox] struct {
+	sb    S
+	since time.Time
+}
+
+// Counts are the pool's running totals since it started.
+type Counts struct {
+	Created int64 // sandboxes that became ready
+	Failed  int64 // warm-ups that failed
+	Removed int64 // sandboxes removed
+	Leaked  int64 // removals that failed: containers possibly left behind
+	Died    int64 // sandboxes that died while waiting in the pool
+}
+
+// New starts a pool that begins warming at once.
+func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *Pool[S] {
+	if cfg.Warmers < 1 {
+		cfg.Warmers = 1
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 500 * time.Millisecond
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = 30 * time.Second
+	}
+	if cfg.RemoveTimeout <= 0 {
+		cfg.RemoveTimeout = 30 * time.Second
+	}
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool[S]{
+		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+	}
+	p.wg.Add(1)
+	go p.refillLoop()
+	return p
+}
+
+// Checkout hands out a ready sandbox for the caller's exclusive use. It waits at most
+// the queue timeout, and fails at once when MaxQueue callers are already waiting.
+// The caller must give the sandbox back with Release, whatever happens.
+func (p *Pool[S]) Checkout(ctx context.Context) (S, error) {
+	start := p.now()
+	sb, err := p.checkout(ctx)
+	p.obs.Waited(p.now().Sub(start), err)
+	return sb, err
+}
+
+func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
+	var zero S
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	if sb, ok := p.takeReadyLocked(); ok {
+		p.mu.Unlock()
+		p.poke()
+		return sb, nil
+	}
+	if len(p.waiters) >= p.cfg.MaxQueue {
+		p.mu.Unlock()
+		return zero, ErrQueueFull
+	}
+	w := make(chan S, 1)
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+	p.poke()
+
+	timer := time.NewTimer(p.cfg.QueueTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case sb, ok := <-w:
+		if !ok {
+			return zero, ErrClosed
+		}
+		return sb, nil
+	case <-timer.C:
+		err = ErrTimeout
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return zero, err
+		}
+	}
+	// A sandbox was handed over while we gave up: put it back at the front.
+	if sb, ok := <-w; ok {
+		p.inUse--
+		p.ready = append([]entry[S]{{sb: sb, since: p.now()}}, p.ready...)
+	}
+	return zero, err
+}
+
+// takeReadyLocked pops the oldest live sandbox, sending dead ones to removal.
+func (p *Pool[S]) takeReadyLocked() (S, bool) {
+	for len(p.ready) > 0 {
+		e := p.ready[0]
+		p.ready = p.ready[1:]
+		if isDone(e.sb) {
+			p.counts.Died++
+			p.removeLocked(e.sb)
+			continue
+		}
+		p.inUse++
+		return e.sb, true
+	}
+	var zero S
+	return zero, false
+}
+
+// Release ends a checkout: the sandbox is removed in the background and a
+// replacement starts warming. A sandbox never serves twice.
+func (p *Pool[S]) Release(sb S) {
+	p.mu.Lock()
+	p.inUse--
+	p.removeLocked(sb)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// removeLocked removes sb in the background, with the pool's own deadline.
+func (p *Pool[S]) removeLocked(sb S) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RemoveTimeout)
+		defer cancel()
+		err := sb.Remove(ctx)
+		p.mu.Lock()
+		if err != nil {
+			p.counts.Leaked++
+			p.log.Error("sandbox removal failed", "container", short(sb.ID()), "err", err)
+		} else {
+			p.counts.Removed++
+		}
+		p.mu.Unlock()
+		p.obs.Removed(err)
+	}()
+}
+
+func (p *Pool[S]) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func isDone[S Sandbox](sb S) bool {
+	select {
+	case <-sb.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Warmed(time.Duration)        {}
+func (nopObserver) WarmFailed(error)            {}
+func (nopObserver) Removed(error)               {}
+func (nopObserver) Waited(time.Duration, error) {}

@@ -1,0 +1,149 @@
+package pool
+
+import (
+	"context"
+	"time"
+)
+
+// sweepEvery is how often the refill loop looks for sandboxes that died in the pool.
+const sweepEvery = time.Second
+
+// refillLoop keeps ready+warming at the target size, starting at most Warmers
+// warm-ups at once and pausing after failures.
+func (p *Pool[S]) refillLoop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		p.sweepDeadLocked()
+		var pause time.Duration
+		if wait := p.retryAt.Sub(p.now()); wait > 0 {
+			pause = wait
+		} else {
+			for p.warming < p.cfg.Warmers && len(p.ready)+p.warming < p.cfg.Size+len(p.waiters) && !p.closed {
+				p.warming++
+				p.wg.Add(1)
+				go p.warmOne()
+			}
+		}
+		p.mu.Unlock()
+
+		if !p.sleep(pause, tick.C) {
+			return
+		}
+	}
+}
+
+// sleep waits for a poke, a tick or the end of pause (when positive); false means the
+// pool is closing.
+func (p *Pool[S]) sleep(pause time.Duration, tick <-chan time.Time) bool {
+	var retry <-chan time.Time
+	if pause > 0 {
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case <-p.ctx.Done():
+		return false
+	case <-p.wake:
+	case <-tick:
+	case <-retry:
+	}
+	return true
+}
+
+// sweepDeadLocked drops ready sandboxes whose process has died.
+func (p *Pool[S]) sweepDeadLocked() {
+	live := p.ready[:0]
+	for _, e := range p.ready {
+		if isDone(e.sb) {
+			p.counts.Died++
+			p.log.Warn("sandbox died in the pool", "container", short(e.sb.ID()))
+			p.removeLocked(e.sb)
+			continue
+		}
+		live = append(live, e)
+	}
+	clear(p.ready[len(live):])
+	p.ready = live
+}
+
+func (p *Pool[S]) warmOne() {
+	defer p.wg.Done()
+	start := p.now()
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.WarmupTimeout)
+	sb, err := p.factory.Start(ctx)
+	cancel()
+	took := p.now().Sub(start)
+
+	p.mu.Lock()
+	p.warming--
+	if err != nil {
+		p.counts.Failed++
+		p.failures++
+		p.lastErr = err.Error()
+		backoff := p.cfg.BackoffMin << min(p.failures-1, 16)
+		backoff = min(backoff, p.cfg.BackoffMax)
+		p.retryAt = p.now().Add(backoff)
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			p.log.Error("sandbox warm-up failed", "err", err, "retry_in", backoff.String())
+			p.obs.WarmFailed(err)
+		}
+		p.poke()
+		return
+	}
+	p.failures = 0
+	p.retryAt = time.Time{}
+	p.lastErr = ""
+	p.counts.Created++
+	if p.closed {
+		p.removeLocked(sb)
+		p.mu.Unlock()
+		return
+	}
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		p.inUse++
+		w <- sb
+	} else {
+		p.ready = append(p.ready, entry[S]{sb: sb, since: p.now()})
+	}
+	p.mu.Unlock()
+	p.obs.Warmed(took)
+	p.log.Debug("sandbox ready", "container", short(sb.ID()), "warmup_ms", took.Milliseconds())
+	p.poke()
+}
+
+// Close stops warming, fails waiting checkouts, removes every ready sandbox and waits
+// for all removals, including those of sandboxes released before ctx ends. Sandboxes
+// still checked out are removed when they are released. Close is idempotent.
+func (p *Pool[S]) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		for _, w := range p.waiters {
+			close(w)
+		}
+		p.waiters = nil
+		for _, e := range p.ready {
+			p.removeLocked(e.sb)
+		}
+		p.ready = nil
+	}
+	p.mu.Unlock()
+	p.cancel()
+
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

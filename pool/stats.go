@@ -1,0 +1,54 @@
+package pool
+
+import "time"
+
+// Stats is a snapshot of the pool.
+type Stats struct {
+	Target    int
+	Ready     int
+	Warming   int
+	InUse     int
+	Waiting   int
+	Counts    Counts
+	LastError string // the last warm-up error, cleared by the next success
+	Sandboxes []SandboxInfo
+}
+
+// SandboxInfo describes one ready sandbox.
+type SandboxInfo struct {
+	ID    string
+	State string
+	Age   time.Duration
+}
+
+// Stats returns a snapshot of the pool's state.
+func (p *Pool[S]) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	st := Stats{
+		Target:    p.cfg.Size,
+		Ready:     len(p.ready),
+		Warming:   p.warming,
+		InUse:     p.inUse,
+		Waiting:   len(p.waiters),
+		Counts:    p.counts,
+		LastError: p.lastErr,
+	}
+	for _, e := range p.ready {
+		state := "ready"
+		if isDone(e.sb) {
+			state = "dead"
+		}
+		st.Sandboxes = append(st.Sandboxes, SandboxInfo{ID: short(e.sb.ID()), State: state, Age: now.Sub(e.since)})
+	}
+	return st
+}
+
+// CanServe reports whether a checkout could be served soon: a sandbox is ready, or
+// warm-ups are going and the last one did not fail.
+func (p *Pool[S]) CanServe() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && (len(p.ready) > 0 || (p.failures == 0 && p.warming > 0))
+}
