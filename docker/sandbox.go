@@ -172,6 +172,9 @@ func (s *Sandbox) read(r *bufio.Reader, maxFrame int, log *slog.Logger) {
 		return len(p), nil
 	})
 	s.err = Demux(r, stdout, &s.stderr, maxStreamFrame)
+	if errors.Is(s.err, net.ErrClosed) {
+		s.err = nil // Remove closed the connection: the normal end
+	}
 	if s.err != nil {
 		log.Warn("sandbox stream broken", "container", shortID(s.id), "err", s.err)
 		_ = s.conn.Close()

@@ -63,6 +63,9 @@ type Limits struct {
 	Grace time.Duration
 	// RetryAfter is what a caller is told to wait when no sandbox is free, in seconds.
 	RetryAfter int
+	// CaptureOnError keeps the state a failed run left behind. By default a failed run
+	// hands back the state it was given, so a session goes on from before the failure.
+	CaptureOnError bool
 }
 
 // Request is one execution as the API hands it over.
@@ -153,20 +156,27 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the caller left; the deferred release removes the sandbox
 	case errors.Is(err, context.DeadlineExceeded):
+		res.State = req.State
 		e.log.Info("hard deadline: sandbox killed", "container", short(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
 	case errors.Is(err, docker.ErrExited):
+		res.State = req.State
 		return e.exited(sb, res), nil
 	default:
 		e.log.Warn("sandbox broke the protocol", "container", short(sb.ID()), "err", err)
+		res.State = req.State
 		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
 	}
 	resp, err := protocol.DecodeResponse(raw, id, lim)
 	if err != nil {
 		e.log.Warn("sandbox broke the protocol", "container", short(sb.ID()), "err", err)
+		res.State = req.State
 		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
 	}
 	fill(res, resp)
+	if res.Status != StatusOK && !e.limits.CaptureOnError {
+		res.State = req.State
+	}
 	return res, nil
 }
 
@@ -184,6 +194,8 @@ func (e *Executor) exited(sb Sandbox, res *Result) *Result {
 	return fail(res, StatusSandboxDied, code, fmt.Sprintf("Sandbox exited with code %d", code))
 }
 
+// fail reports a run the sandbox did not answer. The state is the one the run was
+// given: nothing newer exists.
 func fail(res *Result, status string, code int, msg string) *Result {
 	res.Status, res.ExitCode, res.Error = status, code, &msg
 	return res

@@ -46,9 +46,12 @@ func (p *Pool[S]) Stats() Stats {
 }
 
 // CanServe reports whether a checkout could be served soon: a sandbox is ready, or
-// warm-ups are going and the last one did not fail.
+// warm-ups are going, one has succeeded before and the last one did not fail.
 func (p *Pool[S]) CanServe() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.closed && (len(p.ready) > 0 || (p.failures == 0 && p.warming > 0))
+	if p.closed {
+		return false
+	}
+	return len(p.ready) > 0 || (p.warming > 0 && p.failures == 0 && p.counts.Created > 0)
 }

@@ -170,6 +170,7 @@ func (m *Main) limits() executor.Limits {
 		MaxTimeout:     time.Duration(c.MaxTimeoutMS) * time.Millisecond,
 		Grace:          time.Duration(c.TimeoutGraceMS) * time.Millisecond,
 		RetryAfter:     max(1, int(c.QueueTimeoutSeconds/2)),
+		CaptureOnError: c.StateCaptureOnError,
 	}
 }
 

@@ -34,16 +34,17 @@ type Config struct {
 	ReplEnabled         bool    `envconfig:"REPL_ENABLED" default:"true"`
 	WarmupTimeoutSecs   int     `envconfig:"REPL_WARMUP_TIMEOUT_SECONDS" default:"60"`
 
-	DefaultTimeoutMS int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
-	MinTimeoutMS     int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
-	MaxTimeoutMS     int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
-	TimeoutGraceMS   int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
-	MaxCodeKB        int   `envconfig:"MAX_CODE_KB" default:"512"`
-	MaxOutputKB      int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
-	StateMaxSizeMB   int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
-	StateMaxRawMB    int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
-	MaxFileSizeMB    int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
-	MaxOutputFiles   int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
+	DefaultTimeoutMS    int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
+	MinTimeoutMS        int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
+	MaxTimeoutMS        int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
+	TimeoutGraceMS      int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
+	MaxCodeKB           int   `envconfig:"MAX_CODE_KB" default:"512"`
+	MaxOutputKB         int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
+	StateMaxSizeMB      int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
+	StateMaxRawMB       int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
+	MaxFileSizeMB       int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
+	MaxOutputFiles      int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
+	StateCaptureOnError bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
 
 	ShutdownGraceSeconds int `envconfig:"SHUTDOWN_GRACE_SECONDS" default:"30"`
 }

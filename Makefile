@@ -1,0 +1,50 @@
+# kiln: the two commands a user needs are `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+IMAGE ?= kiln-python:latest
+GOTEST_FLAGS ?= -count=1 -timeout 30m
+
+.PHONY: all build run test test-unit test-image image docker redis lint bench clean
+
+all: build
+
+## build: compile bin/kiln
+build:
+	$(GO) build -trimpath -o bin/kiln ./cmd/kiln
+
+## docker: make sure a Docker daemon answers (installs and starts Debian's docker.io as root on Debian)
+docker:
+	@deploy/ensure-docker.sh
+
+## redis: make sure redis-server is installed (the store tests start their own on loopback)
+redis:
+	@deploy/ensure-redis.sh
+
+## image: build the sandbox image $(IMAGE) if its inputs changed
+image: docker
+	@images/build.sh python $(IMAGE)
+
+## run: start kiln on :8080 with a warm pool, building what is missing
+run: build image
+	SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
+
+## test: everything, against the real Docker daemon and the real image
+test: docker redis image lint
+	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
+	images/test.sh
+
+## test-unit: the tests that need no Docker
+test-unit:
+	$(GO) test -count=1 ./protocol/... ./docker/... ./pool/... ./executor/... ./api/... ./cmd/... ./store/...
+
+## lint: formatting and vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: the performance benchmarks (writes test/results/bench/)
+bench: docker image build
+	$(GO) run ./test/bench
+
+clean:
+	rm -rf bin test/results
