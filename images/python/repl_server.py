@@ -1,0 +1,938 @@
+"""kiln's in-container REPL server.
+
+It runs as the sandbox container's main process: it pre-imports the data stack once, sends one
+ready frame, then serves framed JSON requests on a private copy of stdin and answers on a
+private copy of stdout. User code never sees those two channels: its fd 0 reads /dev/null and
+its fds 1 and 2 are capture pipes whose contents become the response's stdout and stderr.
+The REPL's own diagnostics go to a private copy of stderr, which the host logs.
+
+The wire format is described in docs/protocol.md of the kiln repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import base64
+import binascii
+import builtins
+import codecs
+import importlib
+import io
+import json
+import linecache
+import os
+import platform
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+PROTOCOL_VERSION = 1
+REQUEST_START = b">>> REQUEST_START <<<"
+REQUEST_END = b">>> REQUEST_END <<<"
+RESPONSE_START = b">>> RESPONSE_START <<<\n"
+RESPONSE_END = b"\n>>> RESPONSE_END <<<\n"
+
+USER_FILENAME = "<string>"
+REPL_FILE = os.path.abspath(__file__)
+READ_CHUNK = 1 << 16
+TIMEOUT_EXIT_CODE = 124
+ERROR_LINE_MAX = 1000
+
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_LIMITS = {
+    "max_output_bytes": 1 << 20,
+    "max_file_bytes": 10 << 20,
+    "max_files": 50,
+    "max_state_bytes": 64 << 20,
+}
+
+# (name in the user namespace, module). matplotlib comes before pyplot and seaborn so that the
+# Agg backend from MPLBACKEND is in place when they load.
+PRELOADS = [
+    ("np", "numpy"),
+    ("pd", "pandas"),
+    ("scipy", "scipy"),
+    ("stats", "scipy.stats"),
+    ("optimize", "scipy.optimize"),
+    ("interpolate", "scipy.interpolate"),
+    ("linear_model", "sklearn.linear_model"),
+    ("tree", "sklearn.tree"),
+    ("ensemble", "sklearn.ensemble"),
+    ("cluster", "sklearn.cluster"),
+    ("preprocessing", "sklearn.preprocessing"),
+    ("model_selection", "sklearn.model_selection"),
+    ("metrics", "sklearn.metrics"),
+    ("sm", "statsmodels.api"),
+    ("matplotlib", "matplotlib"),
+    ("plt", "matplotlib.pyplot"),
+    ("sns", "seaborn"),
+] + [(name, name) for name in "json csv datetime collections itertools functools math random re os sys".split()]
+VERSIONED = ["numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "seaborn"]
+
+_log_fd = 2  # a private duplicate of the original stderr once main() has run
+
+
+def log(message: str) -> None:
+    """Writes a line to the REPL's own stderr, which ends up in the host's log."""
+    try:
+        os.write(_log_fd, f"kiln-repl: {message}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Framing
+
+
+def read_frames(fd: int) -> Iterator[bytes]:
+    """Yields the payload of each request frame read from fd, until end of file.
+
+    It works on lines, whatever the reads return, so a delimiter split across reads or a frame
+    sent one byte at a time is put back together. Lines outside a frame are ignored; a start
+    delimiter inside a frame starts the frame over.
+    """
+    line = bytearray()
+    skipping = False  # the current line, outside a frame, is too long to be a delimiter
+    in_frame = False
+    lines: list[bytes] = []
+    while chunk := os.read(fd, READ_CHUNK):
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:
+            if not skipping:
+                line += piece
+            complete, line, was_skipped, skipping = bytes(line), bytearray(), skipping, False
+            if was_skipped:
+                continue
+            if complete == REQUEST_START:
+                in_frame, lines = True, []
+            elif in_frame and complete == REQUEST_END:
+                in_frame = False
+                yield b"\n".join(lines)
+            elif in_frame:
+                lines.append(complete)
+        if not skipping:
+            line += pieces[-1]
+        if not in_frame and len(line) > len(REQUEST_START):
+            line, skipping = bytearray(), True
+
+
+def write_frame(fd: int, message: dict[str, Any]) -> None:
+    """Writes one response frame; ensure_ascii keeps the JSON on one line of plain ASCII."""
+    payload = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    data = memoryview(RESPONSE_START + payload + RESPONSE_END)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# ---------------------------------------------------------------------------------------------
+# Output capture
+
+
+class Capture:
+    """Drains one pipe (behind fd 1 or 2) into a bounded buffer for the run in progress.
+
+    The reader thread never stops draining: past the cap it only counts what it drops, so a
+    flood can neither block the writer nor grow memory. Output arriving between runs belongs
+    to no run and is dropped.
+    """
+
+    def __init__(self, target_fd: int) -> None:
+        self.target_fd = target_fd
+        self._read_fd, self._write_fd = os.pipe()
+        self._lock = threading.Lock()
+        self._buffer = bytearray()
+        self._cap = 0
+        self._dropped = 0
+        self._active = False
+        self._marker: bytes | None = None
+        self._carry = b""
+        self._synced = threading.Event()
+        threading.Thread(target=self._pump, name=f"capture-fd{target_fd}", daemon=True).start()
+
+    def attach(self) -> None:
+        """Points target_fd at the pipe, again: user code may have closed or replaced it."""
+        os.dup2(self._write_fd, self.target_fd)
+
+    def begin(self, cap: int) -> None:
+        with self._lock:
+            self._buffer, self._dropped, self._cap = bytearray(), 0, cap
+            self._marker, self._carry, self._active = None, b"", True
+
+    def end(self, wait_seconds: float = 5.0) -> tuple[bytes, int]:
+        """Ends the run's capture once all that was written before the call has been read.
+
+        A random marker written behind the run's output shows the reader thread where the run
+        ends. Returns the bytes kept and the number of bytes dropped.
+        """
+        marker = os.urandom(16)
+        with self._lock:
+            self._marker = marker
+            self._synced.clear()
+        os.write(self._write_fd, marker)
+        if not self._synced.wait(wait_seconds):
+            log(f"capture of fd {self.target_fd} did not sync within {wait_seconds}s")
+        with self._lock:
+            self._active, self._marker, self._carry = False, None, b""
+            return bytes(self._buffer), self._dropped
+
+    def _pump(self) -> None:
+        # The deadline's SIGALRM must interrupt the main thread, not this one.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT, signal.SIGTERM})
+        while chunk := os.read(self._read_fd, READ_CHUNK):
+            with self._lock:
+                self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        if self._marker is None:
+            self._keep(chunk)
+            return
+        data = self._carry + chunk
+        at = data.find(self._marker)
+        if at < 0:
+            # Hold back a tail that could be the first part of a split marker.
+            split = max(0, len(data) - len(self._marker) + 1)
+            self._keep(data[:split])
+            self._carry = data[split:]
+            return
+        self._keep(data[:at])
+        self._active, self._marker, self._carry = False, None, b""
+        self._synced.set()
+
+    def _keep(self, data: bytes) -> None:
+        if not self._active:
+            return
+        room = max(0, self._cap - len(self._buffer))
+        self._buffer += data[:room]
+        self._dropped += max(0, len(data) - room)
+
+
+def decode_output(data: bytes, dropped: int) -> tuple[str, bool]:
+    """Decodes captured bytes as UTF-8 and marks a cut. Returns (text, truncated)."""
+    if not dropped:
+        return data.decode("utf-8", "replace"), False
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    text = decoder.decode(data, final=False)  # holds back a character cut in half
+    dropped += len(decoder.getstate()[0])
+    return text + f"\n[kiln: output truncated, {dropped} bytes dropped]\n", True
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests and responses
+
+
+class BadRequest(Exception):
+    """The frame does not hold a valid request; the host gets a frame of type "error"."""
+
+
+@dataclass
+class InputFile:
+    path: str
+    content: bytes
+
+
+@dataclass
+class Request:
+    id: str
+    op: str
+    lang: str = "python"
+    code: str = ""
+    args: list[str] = field(default_factory=list)
+    state: str | None = None
+    capture_state: bool = False
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    files: list[InputFile] = field(default_factory=list)
+    limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
+
+
+def expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
+    """Returns value if it has the JSON type wanted (a bool does not count as an int)."""
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise BadRequest(f"{name} has the wrong type")
+    return value
+
+
+def parse_request(payload: bytes) -> Request:
+    """Decodes and validates a request; missing or null fields get their defaults."""
+    try:
+        message = json.loads(payload)
+    except Exception as exc:  # ValueError, and RecursionError for absurd nesting
+        raise BadRequest(f"request is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise BadRequest("request is not a JSON object")
+    request = Request(id=expect(message.get("id", ""), str, "id"), op=message.get("op", "exec"))
+    if request.op not in ("exec", "ping"):
+        raise BadRequest(f"unknown op {request.op!r}")
+    request.lang = message.get("lang") or "python"
+    if request.lang not in ("python", "bash"):
+        raise BadRequest(f"unknown lang {request.lang!r}")
+    request.code = expect(message.get("code") or "", str, "code")
+    request.args = [expect(a, str, "args[]") for a in expect(message.get("args") or [], list, "args")]
+    request.state = expect(message.get("state") or None, (str, type(None)), "state")
+    request.capture_state = expect(message.get("capture_state") or False, bool, "capture_state")
+    timeout_ms = message.get("timeout_ms")
+    if timeout_ms is not None and expect(timeout_ms, int, "timeout_ms") > 0:
+        request.timeout_ms = timeout_ms
+    request.files = [parse_file(item) for item in expect(message.get("files") or [], list, "files")]
+    for name, value in expect(message.get("limits") or {}, dict, "limits").items():
+        if name in DEFAULT_LIMITS and value is not None and expect(value, int, f"limits.{name}") > 0:
+            request.limits[name] = value
+    return request
+
+
+def parse_file(item: Any) -> InputFile:
+    expect(item, dict, "files[]")
+    path = expect(item.get("path"), str, "files[].path")
+    try:
+        content = base64.b64decode(expect(item.get("content") or "", str, "files[].content"), validate=True)
+    except binascii.Error as exc:
+        raise BadRequest(f"content of file {path!r} is not base64: {exc}") from None
+    return InputFile(path, content)
+
+
+def request_id_of(payload: bytes) -> str:
+    """The id of a request, as far as it can be read; "" when it cannot."""
+    try:
+        message = json.loads(payload)
+    except Exception:
+        return ""
+    if isinstance(message, dict) and isinstance(message.get("id"), str):
+        return message["id"]
+    return ""
+
+
+@dataclass
+class Result:
+    """The exec response. Every field is always sent."""
+
+    id: str
+    status: str = "ok"
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None
+    result: str | None = None
+    state: str | None = None
+    state_error: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    files_error: str | None = None
+    truncated: bool = False
+    duration_ms: int = 0
+
+    def to_message(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "result"} | {k: v for k, v in vars(self).items() if k != "id"}
+
+
+@dataclass
+class Outcome:
+    """How the user's code ended."""
+
+    status: str = "ok"
+    exit_code: int = 0
+    error: str | None = None
+    result: str | None = None
+    result_truncated: bool = False
+
+
+def one_line(text: str) -> str:
+    text = " ".join(text.splitlines()).strip()
+    return text if len(text) <= ERROR_LINE_MAX else text[: ERROR_LINE_MAX - 3] + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The one-line error: "Type: message", or just "Type" when there is no message."""
+    name = type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        return one_line(f"{name}: {exc.msg}{where}")
+    message = str(exc)
+    return one_line(f"{name}: {message}" if message else name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Soft deadline
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised in the main thread when the soft deadline fires.
+
+    A BaseException, so that an `except Exception` in user code does not swallow it.
+    """
+
+
+class Deadline:
+    """Arms SIGALRM for the length of a with block; the handler raises only while armed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(seconds, 0.001)
+        self.armed = False
+
+    def __enter__(self) -> Deadline:
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        self.armed = True
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.armed:
+            self.armed = False
+            raise TimeLimitExceeded()
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+class PathRefused(Exception):
+    """An input file that cannot be written without leaving the data directory."""
+
+
+def relative_parts(path: str) -> list[str]:
+    parts = [part for part in PurePosixPath(path).parts if part != "."]
+    if not parts or path.startswith("/") or "\0" in path:
+        raise PathRefused("not a relative path")
+    if ".." in parts:
+        raise PathRefused("the path leaves the data directory")
+    return parts
+
+
+def write_input_file(data_dir: str, item: InputFile) -> None:
+    """Writes one input file, walking down with directory fds so that no symlink is followed."""
+    parts = relative_parts(item.path)
+    dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            try:
+                os.mkdir(part, 0o755, dir_fd=dir_fd)
+            except FileExistsError:
+                pass
+            try:
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except OSError:
+                raise PathRefused(f"{part!r} is a symlink or not a directory") from None
+            os.close(dir_fd)
+            dir_fd = next_fd
+        # O_NONBLOCK: a FIFO left in the way must fail, not hang.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
+        except OSError as exc:
+            raise PathRefused(f"cannot be written ({exc.strerror}; a symlink is refused)") from None
+        with open(fd, "wb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PathRefused("not a regular file")
+            handle.truncate(0)
+            handle.write(item.content)
+    finally:
+        os.close(dir_fd)
+
+
+def walk_regular_files(data_dir: str) -> Iterator[tuple[str, str, int, os.stat_result]]:
+    """Yields (relative path, name, dir fd, lstat) of the regular files under data_dir.
+
+    Symlinks are never followed. The order is stable: a directory's files sorted by name,
+    then its subdirectories sorted by name.
+    """
+    for dirpath, dirnames, filenames, dir_fd in os.fwalk(data_dir, follow_symlinks=False):
+        dirnames.sort()
+        prefix = os.path.relpath(dirpath, data_dir)
+        for name in sorted(filenames):
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield (name if prefix == "." else f"{prefix}/{name}"), name, dir_fd, info
+
+
+Snapshot = dict[str, tuple[int, int, int]]
+
+
+def snapshot(data_dir: str) -> Snapshot:
+    return {path: fingerprint(info) for path, _, _, info in walk_regular_files(data_dir)}
+
+
+def fingerprint(info: os.stat_result) -> tuple[int, int, int]:
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+def read_regular_file(name: str, dir_fd: int, limit: int) -> bytes | None:
+    """Reads a file that is still a regular file; None if it holds more than limit bytes."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("no longer a regular file")
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def collect_files(data_dir: str, before: Snapshot, limits: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Returns the regular files that are new or changed since before, within the caps, and
+    one line for each kind of file left out."""
+    files: list[dict[str, Any]] = []
+    too_big, too_many, unreadable = [], [], []
+    for path, name, dir_fd, info in walk_regular_files(data_dir):
+        if before.get(path) == fingerprint(info):
+            continue
+        if info.st_size > limits["max_file_bytes"]:
+            too_big.append(f"{path} ({info.st_size} bytes)")
+            continue
+        if len(files) >= limits["max_files"]:
+            too_many.append(path)
+            continue
+        try:
+            data = read_regular_file(name, dir_fd, limits["max_file_bytes"])
+        except OSError as exc:
+            unreadable.append(f"{path} ({exc.strerror or exc})")
+            continue
+        if data is None:
+            too_big.append(f"{path} (grew past the limit while read)")
+            continue
+        files.append({"path": path, "size": len(data), "content": base64.b64encode(data).decode("ascii")})
+    problems = []
+    if too_big:
+        problems.append(f"files not returned (over {limits['max_file_bytes']} bytes): {', '.join(too_big)}")
+    if too_many:
+        problems.append(f"files not returned (over {limits['max_files']} files): {', '.join(too_many)}")
+    if unreadable:
+        problems.append(f"files not returned (unreadable): {', '.join(unreadable)}")
+    return files, problems
+
+
+# ---------------------------------------------------------------------------------------------
+# State
+
+
+def restore_state(blob: str) -> dict[str, Any]:
+    """Decodes a state blob: base64, then an LZ4 frame, then a cloudpickle of a dict of names."""
+    import cloudpickle
+    import lz4.frame
+
+    names = cloudpickle.loads(lz4.frame.decompress(base64.b64decode(blob, validate=True)))
+    if not isinstance(names, dict) or not all(isinstance(name, str) for name in names):
+        raise ValueError("the blob does not hold a dict of names")
+    return names
+
+
+def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int) -> tuple[str | None, list[str]]:
+    """Returns the state blob (None when there is none) and notes on what was left out."""
+    import cloudpickle
+    import lz4.frame
+
+    names = {name: value for name, value in namespace.items() if is_kept(name, value, untouched)}
+    notes = []
+    try:
+        pickled = cloudpickle.dumps(names)
+    except Exception:
+        left_out = drop_unpicklable(names)
+        notes.append("not kept (unpicklable): " + ", ".join(left_out))
+        try:
+            pickled = cloudpickle.dumps(names)
+        except Exception as exc:
+            return None, notes + [f"state could not be saved: {describe_exception(exc)}"]
+    compressed = lz4.frame.compress(pickled)
+    if len(compressed) > max_bytes:
+        return None, notes + [f"state dropped: {len(compressed)} bytes compressed, over the limit of {max_bytes}"]
+    return base64.b64encode(compressed).decode("ascii"), notes
+
+
+def drop_unpicklable(names: dict[str, Any]) -> list[str]:
+    """Removes the names that do not pickle on their own; returns them as "name (type)"."""
+    import cloudpickle
+
+    left_out = []
+    for name, value in list(names.items()):
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            left_out.append(f"{name} ({type(value).__name__})")
+            del names[name]
+    return left_out
+
+
+_MISSING = object()
+
+
+def is_kept(name: str, value: Any, untouched: dict[str, Any]) -> bool:
+    """Whether a name belongs in the state: not private, not a module, not a pre-imported
+    alias the user left alone, not a builtin under its own name."""
+    if name.startswith("_") or isinstance(value, types.ModuleType):
+        return False
+    if untouched.get(name, _MISSING) is value:
+        return False
+    return getattr(builtins, name, _MISSING) is not value
+
+
+# ---------------------------------------------------------------------------------------------
+# Leftover processes
+
+
+def parent_and_session(pid: int) -> tuple[int, int] | None:
+    """Reads (ppid, session id) from /proc; None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def leftover_processes(sessions: set[int]) -> set[int]:
+    """The processes descended from this one or belonging to one of the given sessions."""
+    me = os.getpid()
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            if info := parent_and_session(int(entry)):
+                table[int(entry)] = info
+    found = {pid for pid, (_, sid) in table.items() if sid in sessions}
+    frontier = {me} | found
+    while frontier:
+        children = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+        found |= children
+        frontier = children
+    return found
+
+
+def kill_leftovers(sessions: set[int]) -> None:
+    """SIGKILLs what a run left running and reaps those that were this process's children."""
+    for _ in range(20):
+        pids = leftover_processes(sessions)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass  # not our child: init reaps it
+        time.sleep(0.001)
+    log("leftover processes survived SIGKILL")
+
+
+# ---------------------------------------------------------------------------------------------
+# Running code
+
+
+def compile_cell(code: str) -> tuple[types.CodeType, types.CodeType | None]:
+    """Compiles a cell; a final expression statement is compiled apart so its value is seen."""
+    tree = ast.parse(code, USER_FILENAME, "exec")
+    final = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        final = compile(ast.Expression(tree.body.pop().value), USER_FILENAME, "eval")
+    return compile(tree, USER_FILENAME, "exec"), final
+
+
+def register_source(code: str) -> None:
+    """Lets tracebacks show the user's lines for USER_FILENAME."""
+    linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """Formats a traceback without the REPL's own frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == REPL_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + f"...[kiln: result truncated, {len(text) - limit} characters dropped]", True
+
+
+def exit_outcome(exc: SystemExit) -> Outcome:
+    """sys.exit() and sys.exit(0) end a run normally; any other code is an error, as in python3."""
+    code = exc.code
+    if code is None or code == 0:
+        return Outcome()
+    if isinstance(code, int):
+        return Outcome("error", (code & 0xFF) or 1, f"SystemExit: {code}")
+    sys.stderr.write(f"{code}\n")  # what python3 prints for sys.exit("message")
+    return Outcome("error", 1, describe_exception(exc))
+
+
+def signal_outcome(returncode: int) -> Outcome:
+    """The outcome of a bash run that ended with a nonzero code or a signal."""
+    if returncode > 0:
+        return Outcome("error", returncode, f"Exit code {returncode}")
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return Outcome("error", 128 - returncode, f"Exit code {128 - returncode} (killed by {name})")
+
+
+class StdStreams:
+    """Python's text streams on fds 0, 1 and 2, rebuilt when user code has closed them."""
+
+    def __init__(self) -> None:
+        self.streams = self._open()
+
+    def fresh(self) -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+        if any(stream.closed for stream in self.streams):
+            self.streams = self._open()
+        return self.streams
+
+    @staticmethod
+    def _open() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+        def writer(fd: int) -> io.TextIOWrapper:
+            # Line buffered and write-through, so print() and os.write(1, ...) keep their order.
+            return io.TextIOWrapper(open(fd, "wb", closefd=False), encoding="utf-8",
+                                    errors="backslashreplace", line_buffering=True, write_through=True)
+
+        reader = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8", errors="replace")
+        return reader, writer(1), writer(2)
+
+
+class Server:
+    """Holds the user namespace and serves requests on the private protocol fds."""
+
+    def __init__(self, data_dir: str, preload: bool, once: bool, proto_in: int, proto_out: int) -> None:
+        self.data_dir = data_dir
+        self.once = once
+        self.proto_in = proto_in
+        self.proto_out = proto_out
+        self.pid = os.getpid()
+        # As a session leader every process the user starts is found by its session id,
+        # even when it was orphaned.
+        self.sessions = {self.pid} if os.getsid(0) == self.pid else set()
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
+        self.preloaded: dict[str, str] = {}
+        self.untouched: dict[str, Any] = {}
+        seed_matplotlib_cache()
+        if preload:
+            self.preload()
+        sys.path[0] = data_dir  # as with `python3 -c`: the working directory comes first
+        self.stdout = Capture(1)
+        self.stderr = Capture(2)
+        self.stdout.attach()
+        self.stderr.attach()
+        self.streams = StdStreams()
+
+    def preload(self) -> None:
+        for alias, module_name in PRELOADS:
+            try:
+                self.namespace[alias] = importlib.import_module(module_name)
+            except Exception as exc:
+                log(f"pre-import of {module_name} failed: {describe_exception(exc)}")
+        for module_name in VERSIONED:
+            if module := sys.modules.get(module_name):
+                self.preloaded[module_name] = str(getattr(module, "__version__", "unknown"))
+        self.untouched = {name: value for name, value in self.namespace.items() if not name.startswith("_")}
+
+    def serve(self) -> None:
+        write_frame(self.proto_out, {
+            "type": "ready",
+            "protocol": PROTOCOL_VERSION,
+            "python": platform.python_version(),
+            "preloaded": self.preloaded,
+            "capabilities": {"languages": ["python", "bash"], "state": True, "files": True},
+        })
+        for payload in read_frames(self.proto_in):
+            try:
+                request = parse_request(payload)
+            except BadRequest as exc:
+                write_frame(self.proto_out, {"id": request_id_of(payload), "type": "error", "error": f"bad request: {exc}"})
+                continue
+            if request.op == "ping":
+                write_frame(self.proto_out, {"id": request.id, "type": "pong"})
+                continue
+            write_frame(self.proto_out, self.execute(request).to_message())
+            if self.once:
+                return
+
+    def execute(self, request: Request) -> Result:
+        result = Result(id=request.id)
+        limits = request.limits
+        input_notes = self.write_inputs(request.files)
+        before = snapshot(self.data_dir)
+        if request.lang == "bash":
+            result.state = request.state  # bash does not touch the state: hand it back as is
+        elif request.state:
+            try:
+                self.namespace.update(restore_state(request.state))
+            except Exception as exc:
+                result.state_error = f"state could not be restored: {describe_exception(exc)}"
+
+        self.prepare_process(request)
+        self.stdout.begin(limits["max_output_bytes"])
+        self.stderr.begin(limits["max_output_bytes"])
+        started = time.monotonic()
+        outcome = self.run_python(request) if request.lang == "python" else self.run_bash(request)
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        if os.getpid() != self.pid:
+            os._exit(0)  # a child forked by user code fell through into the REPL
+        self.end_run()
+        out, out_dropped = self.stdout.end()
+        err, err_dropped = self.stderr.end()
+
+        result.status, result.exit_code, result.error = outcome.status, outcome.exit_code, outcome.error
+        result.result = outcome.result
+        result.stdout, stdout_cut = decode_output(out, out_dropped)
+        result.stderr, stderr_cut = decode_output(err, err_dropped)
+        result.truncated = stdout_cut or stderr_cut or outcome.result_truncated
+        if request.lang == "python" and request.capture_state:
+            result.state, notes = capture_state(self.namespace, self.untouched, limits["max_state_bytes"])
+            result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
+        try:
+            result.files, problems = collect_files(self.data_dir, before, limits)
+        except OSError as exc:
+            problems = [f"files could not be collected: {exc}"]
+        result.files_error = "; ".join(problems) or None
+        result.stderr = "".join(f"{note}\n" for note in input_notes) + result.stderr
+        result.stderr += "".join(f"kiln: {problem}\n" for problem in problems)
+        return result
+
+    def write_inputs(self, files: list[InputFile]) -> list[str]:
+        notes = []
+        for item in files:
+            try:
+                write_input_file(self.data_dir, item)
+            except (PathRefused, OSError) as exc:
+                notes.append(f"kiln: input file {item.path!r} refused: {exc}")
+        return notes
+
+    def prepare_process(self, request: Request) -> None:
+        """Puts the process back into the shape a run expects, whatever the last run did."""
+        os.chdir(self.data_dir)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.close(null_fd)
+        self.stdout.attach()
+        self.stderr.attach()
+        sys.stdin, sys.stdout, sys.stderr = self.streams.fresh()
+        sys.argv = [USER_FILENAME, *request.args]
+        importlib.invalidate_caches()  # files written since the last run can be imported
+
+    def end_run(self) -> None:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        kill_leftovers(self.sessions)
+
+    def run_python(self, request: Request) -> Outcome:
+        register_source(request.code)
+        try:
+            body, final = compile_cell(request.code)
+        except Exception as exc:  # SyntaxError, and RecursionError or MemoryError on absurd code
+            sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+            return Outcome("error", 1, describe_exception(exc))
+        outcome = Outcome()
+        try:
+            with Deadline(request.timeout_ms / 1000):
+                exec(body, self.namespace)
+                if final is not None:
+                    value = eval(final, self.namespace)
+                    if value is not None:
+                        self.namespace["_"] = value
+                        outcome.result, outcome.result_truncated = cap_text(repr(value), request.limits["max_output_bytes"])
+        except TimeLimitExceeded:
+            return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+        except SystemExit as exc:
+            return exit_outcome(exc)
+        except BaseException as exc:  # whatever user code raises is data, KeyboardInterrupt too
+            sys.stderr.write(user_traceback(exc))
+            return Outcome("error", 1, describe_exception(exc))
+        return outcome
+
+    def run_bash(self, request: Request) -> Outcome:
+        try:
+            child = subprocess.Popen(["bash", "-c", request.code, "bash", *request.args],
+                                     cwd=self.data_dir, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return Outcome("error", 127, describe_exception(exc))
+        try:
+            returncode = child.wait(timeout=request.timeout_ms / 1000)
+        except subprocess.TimeoutExpired:
+            return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+        finally:
+            kill_leftovers({child.pid})
+        return Outcome() if returncode == 0 else signal_outcome(returncode)
+
+
+def seed_matplotlib_cache() -> None:
+    """Copies the font cache built into the image into the writable MPLCONFIGDIR.
+
+    The root filesystem is read-only and MPLCONFIGDIR lives on a fresh tmpfs, so without this
+    matplotlib would rebuild its font list on every container start.
+    """
+    baked = Path(REPL_FILE).parent / "matplotlib"
+    target = os.environ.get("MPLCONFIGDIR")
+    if not target or not baked.is_dir():
+        return
+    try:
+        os.makedirs(target, exist_ok=True)
+        for source in baked.iterdir():
+            destination = os.path.join(target, source.name)
+            if source.is_file() and not os.path.exists(destination):
+                shutil.copyfile(source, destination)
+    except OSError as exc:
+        log(f"matplotlib font cache not copied: {exc}")
+
+
+def take_over_fds() -> tuple[int, int]:
+    """Keeps private copies of stdin and stdout for the protocol and of stderr for the log.
+
+    Until the captures are attached, fd 1 points at the log, so that output during the
+    pre-imports cannot reach the protocol channel.
+    """
+    global _log_fd
+    proto_in, proto_out, _log_fd = os.dup(0), os.dup(1), os.dup(2)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.close(null_fd)
+    os.dup2(2, 1)
+    return proto_in, proto_out
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="kiln sandbox REPL server")
+    parser.add_argument("--no-preload", action="store_true", help="skip the pre-imports")
+    parser.add_argument("--once", action="store_true", help="serve one exec request, then exit")
+    parser.add_argument("--data-dir", default="/mnt/data", help="working directory of user code")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    options = parse_args(argv)
+    sys.dont_write_bytecode = True
+    data_dir = os.path.realpath(options.data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    os.chdir(data_dir)
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a process group leader: leftovers are then found by ancestry alone
+    proto_in, proto_out = take_over_fds()
+    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out)
+    try:
+        server.serve()
+    except BrokenPipeError:
+        log("the protocol channel was closed")
+    return 0
+
+
+if __name__ == "__main__":
+    # os._exit: user threads and atexit hooks must not keep the sandbox alive.
+    os._exit(main(sys.argv[1:]))
