@@ -1,0 +1,64 @@
+"""Input files, returned files, and what is never returned."""
+
+import base64
+import os
+import unittest
+
+from repl_client import ReplTestCase, b64
+
+
+def by_path(response):
+    return {f["path"]: base64.b64decode(f["content"]) for f in response["files"]}
+
+
+class FilesTest(ReplTestCase):
+    def test_new_and_changed_files_come_back(self):
+        repl = self.start()
+        files = [{"path": "data.csv", "content": b64("a,b\n1,2\n")},
+                 {"path": "keep/same.txt", "content": b64("unchanged")},
+                 {"path": "edit.txt", "content": b64("old")}]
+        code = ("import csv\nrows = list(csv.reader(open('data.csv')))\n"
+                "open('edit.txt', 'w').write('new')\nos.makedirs('out', exist_ok=True)\n"
+                "open('out/result.bin', 'wb').write(bytes(range(256)))\nrows")
+        response = repl.run("import os\n" + code, files=files)
+        self.assertOk(response)
+        self.assertEqual(response["result"], "[['a', 'b'], ['1', '2']]")
+        self.assertEqual(by_path(response), {"edit.txt": b"new", "out/result.bin": bytes(range(256))})
+        self.assertEqual({f["path"]: f["size"] for f in response["files"]}, {"edit.txt": 3, "out/result.bin": 256})
+        self.assertIsNone(response["files_error"])
+        self.assertEqual(repl.run("open('keep/same.txt').read()")["result"], "'unchanged'")
+
+    def test_symlinks_are_never_followed(self):
+        repl = self.start()
+        code = ("import os\nos.symlink('/etc/passwd', 'passwd')\nos.symlink('/proc/self/environ', 'environ')\n"
+                "os.symlink('/etc', 'etc')\nos.mkfifo('fifo')\nopen('real.txt', 'w').write('ok')")
+        response = repl.run(code)
+        self.assertOk(response)
+        self.assertEqual(by_path(response), {"real.txt": b"ok"})
+
+    def test_input_paths_that_escape_are_refused(self):
+        repl = self.start()
+        repl.run("import os\nos.symlink('/tmp', 'link')")
+        outside = os.path.join(os.path.dirname(repl.data_dir), "kiln-escaped.txt")
+        files = [{"path": p, "content": b64("x")} for p in
+                 ("../kiln-escaped.txt", "/tmp/kiln-escaped.txt", "link/kiln-escaped.txt", "ok/../../x", "fine.txt")]
+        response = repl.run("sorted(os.listdir('.'))", files=files)
+        self.assertOk(response)
+        self.assertEqual(response["result"], "['fine.txt', 'link']")
+        self.assertEqual(response["stderr"].count("refused"), 4, response["stderr"])
+        self.assertFalse(os.path.exists(outside))
+        self.assertFalse(os.path.exists("/tmp/kiln-escaped.txt"))
+
+    def test_caps_are_reported(self):
+        repl = self.start()
+        code = "for name in 'abc':\n    open(name, 'w').write('1')\nopen('big', 'w').write('x' * 2000)"
+        response = repl.run(code, limits={"max_files": 2, "max_file_bytes": 1000})
+        self.assertEqual(sorted(by_path(response)), ["a", "b"])
+        self.assertEqual(response["files_error"],
+                         "files not returned (over 1000 bytes): big (2000 bytes); "
+                         "files not returned (over 2 files): c")
+        self.assertIn("kiln: files not returned (over 2 files): c\n", response["stderr"])
+
+
+if __name__ == "__main__":
+    unittest.main()
