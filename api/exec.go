@@ -14,7 +14,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
-	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/session"
 )
 
 // execRequest is the body of POST /exec. Unknown fields are ignored.
@@ -81,7 +81,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	res, err := s.run.Run(r.Context(), xreq)
+	stateless := len(req.State) > 0 // present, even as null
+	if stateless && req.SessionID != "" {
+		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "state and session_id are mutually exclusive: send one"))
+		return
+	}
+	var out *execResponse
+	if stateless || s.sessions == nil {
+		out, err = s.execStateless(r, xreq)
+	} else {
+		out, err = s.execSession(r, &req, xreq)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			logger(r).Info("client went away during the run")
@@ -90,26 +100,59 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	info(r).poolWait = res.QueueWait
-	out := execResponse{
-		SessionID: kiln.NewID(),
-		Status:    res.Status, ExitCode: res.ExitCode,
-		Stdout: res.Stdout, Stderr: res.Stderr,
-		Error: res.Error, Result: res.Result,
-		Files:      []fileOut{},
-		Truncated:  res.Truncated,
-		StateError: res.StateError,
-		Timing: timing{
-			QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime), TotalMS: ms(time.Since(start)),
-		},
+	out.Timing.TotalMS = ms(time.Since(start))
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) execStateless(r *http.Request, xreq executor.Request) (*execResponse, error) {
+	res, err := s.run.Run(r.Context(), xreq)
+	if err != nil {
+		return nil, err
 	}
-	// Stateless mode: the state goes back to the caller, who keeps it.
+	out := newExecResponse(r, res)
+	out.SessionID = kiln.NewID()
+	out.Files = []fileOut{}
+	// The caller keeps the state: it goes back in the body.
 	out.State = json.RawMessage("null")
 	if res.State != nil {
 		out.State, _ = json.Marshal(base64.StdEncoding.EncodeToString(res.State))
 		out.HasState, out.StateSize = true, len(res.State)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
+}
+
+func (s *Server) execSession(r *http.Request, req *execRequest, xreq executor.Request) (*execResponse, error) {
+	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID}
+	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
+		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
+	}
+	for _, f := range req.Files {
+		if !kiln.ValidID(f.ID) || (f.SessionID != "" && !kiln.ValidID(f.SessionID)) {
+			return nil, kiln.Errorf(kiln.CodeInvalid, "files[]: id and session_id must be kiln ids (21 characters of A-Z a-z 0-9 _ -)")
+		}
+		sreq.Files = append(sreq.Files, session.FileRef{ID: f.ID, SessionID: f.SessionID, Name: f.Name})
+	}
+	res, err := s.sessions.Exec(r.Context(), caller(r, req.UserID), sreq)
+	if err != nil {
+		return nil, err
+	}
+	out := newExecResponse(r, res.Result)
+	out.SessionID = res.Session.ID
+	out.Files = fileOutFromStore(res.Files).out()
+	out.HasState, out.StateSize = res.Session.HasState, int(res.Session.StateSize)
+	return out, nil
+}
+
+func newExecResponse(r *http.Request, res *executor.Result) *execResponse {
+	info(r).poolWait = res.QueueWait
+	return &execResponse{
+		Status: res.Status, ExitCode: res.ExitCode,
+		Stdout: res.Stdout, Stderr: res.Stderr,
+		Error: res.Error, Result: res.Result,
+		Truncated:  res.Truncated,
+		StateError: res.StateError,
+		Timing:     timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
+	}
 }
 
 // toExecRequest validates the fields the API owns and builds the executor's request.
@@ -205,5 +248,3 @@ func jsonProblem(err error) string {
 	}
 	return err.Error()
 }
-
-var _ = protocol.File{}

@@ -38,7 +38,7 @@ func info(r *http.Request) *reqInfo {
 	return &reqInfo{log: slog.Default()}
 }
 
-func requestID(r *http.Request) string { return info(r).id }
+func requestID(r *http.Request) string    { return info(r).id }
 func logger(r *http.Request) *slog.Logger { return info(r).log }
 
 // withRequest gives every request an id, a logger that carries it, security headers,

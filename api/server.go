@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/session"
 )
 
 // Runner runs executions.
@@ -32,31 +33,42 @@ type Observer interface {
 
 // Config is what a Server needs.
 type Config struct {
-	Keys         *Keys
-	Runner       Runner
-	Health       Health
-	Log          *slog.Logger
-	MaxBodyBytes int64 // largest JSON body accepted
-	Observer     Observer
-	Metrics      http.Handler // served at /metrics when set
+	Keys     *Keys
+	Runner   Runner           // stateless executions
+	Sessions *session.Service // sessions, state and files
+	Health   Health
+	Log      *slog.Logger
+	// Limits are the executor's; the state routes check blobs against them.
+	Limits         executor.Limits
+	MaxBodyBytes   int64 // largest JSON body accepted
+	MaxUploadBytes int64 // largest upload body accepted
+	MaxFiles       int   // files in one upload, and per session
+	Observer       Observer
+	Metrics        http.Handler // served at /metrics when set
 }
 
 // Server is kiln's HTTP handler.
 type Server struct {
-	keys    *Keys
-	run     Runner
-	health  Health
-	log     *slog.Logger
-	maxBody int64
-	obs     Observer
-	metrics http.Handler
-	router  chi.Router
+	keys      *Keys
+	run       Runner
+	sessions  *session.Service
+	limits    executor.Limits
+	maxUpload int64
+	maxFile   int64
+	maxFiles  int
+	health    Health
+	log       *slog.Logger
+	maxBody   int64
+	obs       Observer
+	metrics   http.Handler
+	router    chi.Router
 }
 
 // New returns a Server with every route mounted at / and under /v1.
 func New(cfg Config) *Server {
 	s := &Server{
-		keys: cfg.Keys, run: cfg.Runner, health: cfg.Health, log: cfg.Log,
+		keys: cfg.Keys, run: cfg.Runner, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
+		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 	}
 	if s.keys == nil {
@@ -87,6 +99,16 @@ func (s *Server) mount(r chi.Router) {
 		r.Use(s.requireKey)
 		r.Get("/health/detailed", s.detailed)
 		r.Post("/exec", s.exec)
+		r.Post("/upload", s.upload)
+		r.Get("/files/{session_id}", s.listFiles)
+		r.Delete("/files/{session_id}/{file_id}", s.deleteFile)
+		r.Get("/download/{session_id}/{file_id}", s.download)
+		r.Get("/state/{session_id}", s.getState)
+		r.Post("/state/{session_id}", s.putState)
+		r.Get("/state/{session_id}/info", s.stateInfo)
+		r.Delete("/state/{session_id}", s.deleteState)
+		r.Get("/sessions/{session_id}", s.getSession)
+		r.Delete("/sessions/{session_id}", s.deleteSession)
 	})
 }
 

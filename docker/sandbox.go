@@ -213,4 +213,3 @@ func shortID(id string) string {
 	}
 	return id
 }
-

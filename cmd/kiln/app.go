@@ -15,6 +15,8 @@ import (
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/session"
+	"github.com/kilnsh/kiln/store"
 )
 
 // Main is a running kiln: it owns the Docker client, the pool and the HTTP server, and
@@ -25,6 +27,9 @@ type Main struct {
 
 	docker   *docker.Client
 	pool     *pool.Pool[*docker.Sandbox]
+	store    store.Store
+	bg       sync.WaitGroup     // background loops: the session sweeper
+	stopBg   context.CancelFunc // stops them
 	server   *http.Server
 	listener net.Listener
 	draining atomic.Bool
@@ -80,17 +85,28 @@ func (m *Main) Run(ctx context.Context) error {
 		BackoffMax:    5 * time.Second,
 	}, factory{dc: dc, spec: m.spec()}, m.log, nil)
 
+	if err := m.openStore(ctx); err != nil {
+		return err
+	}
 	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
+	runner := drainGuard{m: m, next: exec}
+	sessions := session.New(m.store, runner, session.Limits{
+		MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
+	}, m.log)
 	keys := api.NewKeys(cfg.APIKeys)
 	if !keys.Enabled() {
 		m.log.Warn("no API_KEYS configured: authentication is off; anyone who reaches this port can run code")
 	}
 	handler := api.New(api.Config{
-		Keys:         keys,
-		Runner:       drainGuard{m: m, next: exec},
-		Health:       &health{m: m, keys: keys},
-		Log:          m.log,
-		MaxBodyBytes: maxBodyBytes(limits),
+		Keys:           keys,
+		Runner:         runner,
+		Sessions:       sessions,
+		Health:         &health{m: m, keys: keys},
+		Log:            m.log,
+		Limits:         limits,
+		MaxBodyBytes:   maxBodyBytes(limits),
+		MaxUploadBytes: cfg.MaxUploadMB << 20,
+		MaxFiles:       cfg.MaxFilesPerSession,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -128,6 +144,13 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			cancel()
 		}
+		if m.stopBg != nil {
+			m.stopBg()
+			m.bg.Wait()
+		}
+		if m.store != nil {
+			errs = append(errs, m.store.Close())
+		}
 		if m.pool != nil {
 			if err := m.pool.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("pool close: %w", err))
@@ -139,6 +162,40 @@ func (m *Main) Close(ctx context.Context) error {
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
+}
+
+// openStore opens Redis when REDIS_URL is set, else the embedded store under
+// DATA_DIR, and starts the sweeper of expired sessions.
+func (m *Main) openStore(ctx context.Context) error {
+	ttl := time.Duration(m.cfg.SessionTTLHours * float64(time.Hour))
+	if m.cfg.RedisURL != "" {
+		st, err := store.OpenRedis(ctx, m.cfg.RedisURL, ttl, m.cfg.MaxFileSizeMB<<20)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		m.store = st
+	} else {
+		st, err := store.OpenDisk(m.cfg.DataDir, ttl)
+		if err != nil {
+			return fmt.Errorf("DATA_DIR %s: %w", m.cfg.DataDir, err)
+		}
+		m.store = st
+	}
+	bgctx, cancel := context.WithCancel(context.Background())
+	m.stopBg = cancel
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		store.RunSweeper(bgctx, m.store, time.Minute, m.log)
+	}()
+	return nil
+}
+
+func (m *Main) storeKind() string {
+	if m.cfg.RedisURL != "" {
+		return "redis"
+	}
+	return "disk"
 }
 
 func (m *Main) spec() docker.Spec {

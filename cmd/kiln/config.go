@@ -46,6 +46,12 @@ type Config struct {
 	MaxOutputFiles      int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
 	StateCaptureOnError bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
 
+	DataDir            string  `envconfig:"DATA_DIR" default:"./data"`
+	RedisURL           string  `envconfig:"REDIS_URL"`
+	SessionTTLHours    float64 `envconfig:"SESSION_TTL_HOURS" default:"24"`
+	MaxFilesPerSession int     `envconfig:"MAX_FILES_PER_SESSION" default:"50"`
+	MaxUploadMB        int64   `envconfig:"MAX_UPLOAD_MB" default:"100"`
+
 	ShutdownGraceSeconds int `envconfig:"SHUTDOWN_GRACE_SECONDS" default:"30"`
 }
 
@@ -103,6 +109,10 @@ func (c Config) Validate() error {
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB must be at least 1 and STATE_MAX_RAW_MB at least as large")
 	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
 	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
+	check(c.SessionTTLHours > 0, "SESSION_TTL_HOURS must be above 0, got %g", c.SessionTTLHours)
+	check(c.MaxFilesPerSession >= 1, "MAX_FILES_PER_SESSION must be at least 1, got %d", c.MaxFilesPerSession)
+	check(c.MaxUploadMB >= c.MaxFileSizeMB, "MAX_UPLOAD_MB (%d) must be at least MAX_FILE_SIZE_MB (%d)", c.MaxUploadMB, c.MaxFileSizeMB)
+	check(c.RedisURL != "" || c.DataDir != "", "DATA_DIR must not be empty when REDIS_URL is not set")
 	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)

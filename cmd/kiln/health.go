@@ -73,7 +73,7 @@ func (h *health) Detailed(ctx context.Context) any {
 			"last_error": st.LastError, "containers": containers,
 			"runtime": runtimeName(m.cfg.SandboxRuntime), "repl": m.cfg.ReplEnabled,
 		},
-		"store": map[string]any{"kind": "none"},
+		"store": map[string]any{"kind": m.storeKind()},
 		"auth":  map[string]any{"enabled": h.keys.Enabled()},
 	}
 }

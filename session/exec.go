@@ -1,0 +1,210 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/store"
+)
+
+// FileRef names a file to place in /mnt/data: one uploaded or produced earlier.
+type FileRef struct {
+	ID        string
+	SessionID string
+	Name      string
+}
+
+// ExecRequest is an execution in session mode.
+type ExecRequest struct {
+	executor.Request
+	SessionID string
+	EntityID  string
+	Files     []FileRef
+}
+
+// ExecResult is what an execution did, with the session it used and the files it
+// produced, stored under that session.
+type ExecResult struct {
+	*executor.Result
+	Session *store.Session
+	Files   []*store.File
+}
+
+// Exec runs code in a session: it picks the session (session_id, then the session of
+// the first file, then the caller's latest session for the entity, else a new one),
+// restores its state, places its files, runs, and saves the new state and the files
+// the run produced.
+func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecResult, error) {
+	sess, err := s.choose(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	if sess.HasState {
+		blob, err := s.store.State(ctx, sess.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("load state: %w", err)
+		}
+		req.State = blob
+	}
+	files, err := s.inputs(ctx, c, sess, req.Files)
+	if err != nil {
+		return nil, err
+	}
+	req.Request.Files = files
+
+	res, err := s.run.Run(ctx, req.Request)
+	if err != nil {
+		return nil, err
+	}
+	// Persist with a context of our own: a caller who hangs up now must not cost the
+	// session what its run produced.
+	pctx := context.WithoutCancel(ctx)
+	if req.CaptureState && res.State != nil && !bytes.Equal(res.State, req.State) {
+		if err := s.store.PutState(pctx, sess.ID, res.State); err != nil {
+			return nil, fmt.Errorf("save state: %w", err)
+		}
+	}
+	out := &ExecResult{Result: res}
+	if out.Files, err = s.saveOutputs(pctx, sess.ID, res); err != nil {
+		return nil, err
+	}
+	if err := s.store.TouchSession(pctx, sess.ID, s.now()); err != nil {
+		return nil, fmt.Errorf("touch session: %w", err)
+	}
+	if out.Session, err = s.store.Session(pctx, sess.ID); err != nil {
+		return nil, fmt.Errorf("reload session: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store.Session, error) {
+	try := func(id string) (*store.Session, error) {
+		if id == "" {
+			return nil, nil
+		}
+		sess, err := s.Session(ctx, c, id)
+		if kiln.ErrorCode(err) == kiln.CodeNotFound {
+			return nil, nil
+		}
+		return sess, err
+	}
+	if sess, err := try(req.SessionID); sess != nil || err != nil {
+		return sess, err
+	}
+	if len(req.Files) > 0 {
+		if sess, err := try(req.Files[0].SessionID); sess != nil || err != nil {
+			return sess, err
+		}
+	}
+	if req.EntityID != "" {
+		sess, err := s.store.LatestSession(ctx, c.owner(), req.EntityID)
+		if err == nil && sess.ExpiresAt.After(s.now()) {
+			return sess, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("latest session: %w", err)
+		}
+	}
+	return s.newSession(ctx, c, req.EntityID)
+}
+
+// inputs gathers the files to place in /mnt/data: the ones named, or else all of the
+// session's. A named file the caller cannot see is a 404, not a silent omission.
+func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, refs []FileRef) ([]protocol.File, error) {
+	var out []protocol.File
+	if len(refs) == 0 {
+		list, err := s.store.Files(ctx, sess.ID)
+		if err != nil {
+			return nil, fmt.Errorf("list files: %w", err)
+		}
+		for _, f := range list {
+			_, data, err := s.store.File(ctx, sess.ID, f.ID)
+			if err != nil {
+				continue // deleted meanwhile
+			}
+			out = append(out, protocol.File{Path: f.Name, Content: data})
+		}
+		return out, nil
+	}
+	if len(refs) > s.limits.MaxFilesPerSession {
+		return nil, kiln.Errorf(kiln.CodeTooLarge, "%d files named; the limit is %d", len(refs), s.limits.MaxFilesPerSession)
+	}
+	for _, ref := range refs {
+		sid := ref.SessionID
+		if sid == "" {
+			sid = sess.ID
+		}
+		if _, err := s.Session(ctx, c, sid); err != nil {
+			return nil, errNotFound(fmt.Sprintf("file %q", ref.ID))
+		}
+		f, data, err := s.store.File(ctx, sid, ref.ID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, errNotFound(fmt.Sprintf("file %q", ref.ID))
+			}
+			return nil, fmt.Errorf("load file: %w", err)
+		}
+		name := f.Name
+		if ref.Name != "" {
+			name = sanitizePath(ref.Name)
+		}
+		out = append(out, protocol.File{Path: name, Content: data})
+	}
+	return out, nil
+}
+
+// saveOutputs stores the files a run created or changed, each under a new id. A file
+// with the name of one the session holds replaces it. What does not fit the session's
+// file limit is reported in stderr, never dropped silently.
+func (s *Service) saveOutputs(ctx context.Context, sid string, res *executor.Result) ([]*store.File, error) {
+	if len(res.Files) == 0 {
+		return []*store.File{}, nil
+	}
+	existing, err := s.store.Files(ctx, sid)
+	if err != nil {
+		return nil, fmt.Errorf("list files: %w", err)
+	}
+	byName := map[string][]string{}
+	for _, f := range existing {
+		byName[f.Name] = append(byName[f.Name], f.ID)
+	}
+	count := len(existing)
+	saved := []*store.File{}
+	var dropped []string
+	for _, pf := range res.Files {
+		name := sanitizePath(pf.Path)
+		old := byName[name]
+		if count-len(old) >= s.limits.MaxFilesPerSession {
+			dropped = append(dropped, name)
+			continue
+		}
+		f := &store.File{ID: kiln.NewID(), SessionID: sid, Name: name, ContentType: ContentType(name), CreatedAt: s.now()}
+		if err := s.store.PutFile(ctx, f, pf.Content); err != nil {
+			if errors.Is(err, store.ErrTooLarge) {
+				dropped = append(dropped, name)
+				continue
+			}
+			return nil, fmt.Errorf("save file: %w", err)
+		}
+		for _, id := range old {
+			if err := s.store.DeleteFile(ctx, sid, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("replace file: %w", err)
+			}
+		}
+		count += 1 - len(old)
+		byName[name] = []string{f.ID}
+		saved = append(saved, f)
+	}
+	if len(dropped) > 0 {
+		res.Stderr += fmt.Sprintf("\n[kiln] not kept (session file limit of %d or file size limit): %s\n",
+			s.limits.MaxFilesPerSession, strings.Join(dropped, ", "))
+		res.Truncated = true
+	}
+	return saved, nil
+}

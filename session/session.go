@@ -1,0 +1,150 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"path"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/store"
+)
+
+// Runner runs one execution.
+type Runner interface {
+	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
+}
+
+// Caller is who asks: the fingerprint of their API key ("" when auth is off) and the
+// user id their client named, if any.
+type Caller struct {
+	Key  string
+	User string
+}
+
+// owner is how a caller is written into a session.
+func (c Caller) owner() string { return c.Key + "\x00" + c.User }
+
+// owns reports whether the caller may see a session with the given owner: same key,
+// and the same user when both sides name one. A platform that holds a key and sends
+// no user id acts for all of its users.
+func (c Caller) owns(owner string) bool {
+	key, user, _ := strings.Cut(owner, "\x00")
+	return key == c.Key && (c.User == "" || user == "" || user == c.User)
+}
+
+// Limits bound sessions and their files.
+type Limits struct {
+	MaxFileBytes       int64
+	MaxFilesPerSession int
+}
+
+// Service is the session layer.
+type Service struct {
+	store  store.Store
+	run    Runner
+	limits Limits
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a Service.
+func New(st store.Store, run Runner, limits Limits, log *slog.Logger) *Service {
+	return &Service{store: st, run: run, limits: limits, log: log, now: time.Now}
+}
+
+// errNotFound is what a caller sees for anything missing or not theirs.
+func errNotFound(what string) error {
+	return kiln.Errorf(kiln.CodeNotFound, "%s not found", what)
+}
+
+// Session returns a session the caller owns.
+func (s *Service) Session(ctx context.Context, c Caller, id string) (*store.Session, error) {
+	sess, err := s.store.Session(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errNotFound("session")
+		}
+		return nil, fmt.Errorf("session lookup: %w", err)
+	}
+	if !c.owns(sess.Owner) || !sess.ExpiresAt.After(s.now()) {
+		return nil, errNotFound("session")
+	}
+	return sess, nil
+}
+
+// DeleteSession removes a session the caller owns, with its state and files.
+func (s *Service) DeleteSession(ctx context.Context, c Caller, id string) error {
+	if _, err := s.Session(ctx, c, id); err != nil {
+		return err
+	}
+	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// newSession creates an empty session for the caller.
+func (s *Service) newSession(ctx context.Context, c Caller, entity string) (*store.Session, error) {
+	now := s.now()
+	sess := &store.Session{ID: kiln.NewID(), Owner: c.owner(), EntityID: entity, CreatedAt: now, LastUsedAt: now}
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	return s.store.Session(ctx, sess.ID)
+}
+
+// SanitizeName turns a client's file name into a safe one: no directory parts, no
+// control characters, valid UTF-8, at most 255 bytes, never empty, "." or "..".
+func SanitizeName(name string) string {
+	name = strings.ToValidUTF8(name, "")
+	name = strings.ReplaceAll(name, "\\", "/")
+	name = path.Base(name)
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '/' {
+			return -1
+		}
+		return r
+	}, name)
+	name = strings.TrimSpace(name)
+	for len(name) > 255 {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	if name == "" || name == "." || name == ".." {
+		return "file"
+	}
+	return name
+}
+
+// sanitizePath keeps a relative path under /mnt/data that a run produced (it may have
+// directories), cleaned of anything that could leave it.
+func sanitizePath(p string) string {
+	parts := strings.Split(path.Clean("/"+strings.ReplaceAll(p, "\\", "/")), "/")
+	out := parts[:0]
+	for _, part := range parts {
+		if part == "" || part == "." || part == ".." {
+			continue
+		}
+		out = append(out, SanitizeName(part))
+	}
+	if len(out) == 0 {
+		return "file"
+	}
+	return strings.Join(out, "/")
+}
+
+// ContentType guesses a file's media type from its name.
+func ContentType(name string) string {
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}

@@ -1,0 +1,57 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kilnsh/kiln/store"
+)
+
+// StateChecker validates a state blob without unpickling it.
+type StateChecker func(blob []byte) error
+
+// State returns a session's state blob and the session.
+func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *store.Session, error) {
+	sess, err := s.Session(ctx, c, sid)
+	if err != nil {
+		return nil, nil, err
+	}
+	blob, err := s.store.State(ctx, sid)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, sess, errNotFound("state")
+		}
+		return nil, nil, fmt.Errorf("load state: %w", err)
+	}
+	return blob, sess, nil
+}
+
+// PutState makes blob, checked first, the state of a session the caller owns.
+func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byte, check StateChecker) (*store.Session, error) {
+	if err := check(blob); err != nil {
+		return nil, err
+	}
+	sess, err := s.Session(ctx, c, sid)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.PutState(ctx, sess.ID, blob); err != nil {
+		return nil, fmt.Errorf("save state: %w", err)
+	}
+	if err := s.store.TouchSession(ctx, sess.ID, s.now()); err != nil {
+		return nil, fmt.Errorf("touch session: %w", err)
+	}
+	return s.store.Session(ctx, sess.ID)
+}
+
+// DeleteState removes a session's state.
+func (s *Service) DeleteState(ctx context.Context, c Caller, sid string) error {
+	if _, err := s.Session(ctx, c, sid); err != nil {
+		return err
+	}
+	if err := s.store.DeleteState(ctx, sid); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete state: %w", err)
+	}
+	return nil
+}
