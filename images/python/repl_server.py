@@ -28,6 +28,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -47,6 +48,7 @@ REPL_FILE = os.path.abspath(__file__)
 READ_CHUNK = 1 << 16
 TIMEOUT_EXIT_CODE = 124
 ERROR_LINE_MAX = 1000
+NAMES_LISTED_MAX = 20  # file names listed per kind of skip; the rest are counted
 
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_LIMITS = {
@@ -76,7 +78,8 @@ PRELOADS = [
     ("matplotlib", "matplotlib"),
     ("plt", "matplotlib.pyplot"),
     ("sns", "seaborn"),
-] + [(name, name) for name in "json csv datetime collections itertools functools math random re os sys".split()]
+]
+PRELOADS += [(name, name) for name in "json csv datetime collections itertools functools math random re os sys".split()]
 VERSIONED = ["numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "seaborn"]
 
 _log_fd = 2  # a private duplicate of the original stderr once main() has run
@@ -108,11 +111,11 @@ def read_frames(fd: int) -> Iterator[bytes]:
     while chunk := os.read(fd, READ_CHUNK):
         pieces = chunk.split(b"\n")
         for piece in pieces[:-1]:
-            if not skipping:
-                line += piece
-            complete, line, was_skipped, skipping = bytes(line), bytearray(), skipping, False
-            if was_skipped:
+            if skipping:  # the end of a long line that was dropped
+                skipping = False
                 continue
+            complete = bytes(line + piece)
+            line = bytearray()
             if complete == REQUEST_START:
                 in_frame, lines = True, []
             elif in_frame and complete == REQUEST_END:
@@ -479,7 +482,8 @@ def read_regular_file(name: str, dir_fd: int, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
-def collect_files(data_dir: str, before: Snapshot, limits: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
+def collect_files(data_dir: str, before: Snapshot,
+                  limits: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
     """Returns the regular files that are new or changed since before, within the caps, and
     one line for each kind of file left out."""
     files: list[dict[str, Any]] = []
@@ -504,12 +508,18 @@ def collect_files(data_dir: str, before: Snapshot, limits: dict[str, int]) -> tu
         files.append({"path": path, "size": len(data), "content": base64.b64encode(data).decode("ascii")})
     problems = []
     if too_big:
-        problems.append(f"files not returned (over {limits['max_file_bytes']} bytes): {', '.join(too_big)}")
+        problems.append(f"files not returned (over {limits['max_file_bytes']} bytes): {list_names(too_big)}")
     if too_many:
-        problems.append(f"files not returned (over {limits['max_files']} files): {', '.join(too_many)}")
+        problems.append(f"files not returned (over {limits['max_files']} files): {list_names(too_many)}")
     if unreadable:
-        problems.append(f"files not returned (unreadable): {', '.join(unreadable)}")
+        problems.append(f"files not returned (unreadable): {list_names(unreadable)}")
     return files, problems
+
+
+def list_names(names: list[str]) -> str:
+    listed = ", ".join(names[:NAMES_LISTED_MAX])
+    more = len(names) - NAMES_LISTED_MAX
+    return f"{listed} and {more} more" if more > 0 else listed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +537,8 @@ def restore_state(blob: str) -> dict[str, Any]:
     return names
 
 
-def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int) -> tuple[str | None, list[str]]:
+def capture_state(namespace: dict[str, Any], untouched: dict[str, Any],
+                  max_bytes: int) -> tuple[str | None, list[str]]:
     """Returns the state blob (None when there is none) and notes on what was left out."""
     import cloudpickle
     import lz4.frame
@@ -545,7 +556,8 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
             return None, notes + [f"state could not be saved: {describe_exception(exc)}"]
     compressed = lz4.frame.compress(pickled)
     if len(compressed) > max_bytes:
-        return None, notes + [f"state dropped: {len(compressed)} bytes compressed, over the limit of {max_bytes}"]
+        too_big = f"state dropped: {len(compressed)} bytes compressed, over the limit of {max_bytes}"
+        return None, notes + [too_big]
     return base64.b64encode(compressed).decode("ascii"), notes
 
 
@@ -580,37 +592,38 @@ def is_kept(name: str, value: Any, untouched: dict[str, Any]) -> bool:
 # Leftover processes
 
 
-def parent_and_session(pid: int) -> tuple[int, int] | None:
-    """Reads (ppid, session id) from /proc; None when the process is gone."""
+def process_ids(pid: int) -> tuple[int, int, int] | None:
+    """Reads (ppid, process group, session) from /proc; None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-        return int(fields[1]), int(fields[3])
+        return int(fields[1]), int(fields[2]), int(fields[3])
     except (OSError, IndexError, ValueError):
         return None
 
 
-def leftover_processes(sessions: set[int]) -> set[int]:
-    """The processes descended from this one or belonging to one of the given sessions."""
+def leftover_processes(leaders: set[int]) -> set[int]:
+    """The processes descended from this one, or in a process group or session led by one of
+    leaders. Groups and sessions also catch orphans, which init has adopted."""
     me = os.getpid()
     table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) not in (1, me):
-            if info := parent_and_session(int(entry)):
-                table[int(entry)] = info
-    found = {pid for pid, (_, sid) in table.items() if sid in sessions}
+            if ids := process_ids(int(entry)):
+                table[int(entry)] = ids
+    found = {pid for pid, (_, group, session) in table.items() if group in leaders or session in leaders}
     frontier = {me} | found
     while frontier:
-        children = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+        children = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier} - found
         found |= children
         frontier = children
     return found
 
 
-def kill_leftovers(sessions: set[int]) -> None:
+def kill_leftovers(leaders: set[int]) -> None:
     """SIGKILLs what a run left running and reaps those that were this process's children."""
     for _ in range(20):
-        pids = leftover_processes(sessions)
+        pids = leftover_processes(leaders)
         if not pids:
             return
         for pid in pids:
@@ -712,9 +725,6 @@ class Server:
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.pid = os.getpid()
-        # As a session leader every process the user starts is found by its session id,
-        # even when it was orphaned.
-        self.sessions = {self.pid} if os.getsid(0) == self.pid else set()
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
         self.preloaded: dict[str, str] = {}
         self.untouched: dict[str, Any] = {}
@@ -751,7 +761,8 @@ class Server:
             try:
                 request = parse_request(payload)
             except BadRequest as exc:
-                write_frame(self.proto_out, {"id": request_id_of(payload), "type": "error", "error": f"bad request: {exc}"})
+                error = {"id": request_id_of(payload), "type": "error", "error": f"bad request: {exc}"}
+                write_frame(self.proto_out, error)
                 continue
             if request.op == "ping":
                 write_frame(self.proto_out, {"id": request.id, "type": "pong"})
@@ -829,7 +840,7 @@ class Server:
                 stream.flush()
             except Exception:
                 pass
-        kill_leftovers(self.sessions)
+        kill_leftovers({self.pid})
 
     def run_python(self, request: Request) -> Outcome:
         register_source(request.code)
@@ -846,7 +857,8 @@ class Server:
                     value = eval(final, self.namespace)
                     if value is not None:
                         self.namespace["_"] = value
-                        outcome.result, outcome.result_truncated = cap_text(repr(value), request.limits["max_output_bytes"])
+                        limit = request.limits["max_output_bytes"]
+                        outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
         except TimeLimitExceeded:
             return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
         except SystemExit as exc:
@@ -867,7 +879,7 @@ class Server:
         except subprocess.TimeoutExpired:
             return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
         finally:
-            kill_leftovers({child.pid})
+            kill_leftovers({self.pid, child.pid})
         return Outcome() if returncode == 0 else signal_outcome(returncode)
 
 
@@ -878,15 +890,16 @@ def seed_matplotlib_cache() -> None:
     matplotlib would rebuild its font list on every container start.
     """
     baked = Path(REPL_FILE).parent / "matplotlib"
-    target = os.environ.get("MPLCONFIGDIR")
-    if not target or not baked.is_dir():
+    target = os.environ.setdefault("MPLCONFIGDIR", os.path.join(tempfile.gettempdir(), "matplotlib"))
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    if not baked.is_dir():
         return
     try:
         os.makedirs(target, exist_ok=True)
         for source in baked.iterdir():
             destination = os.path.join(target, source.name)
             if source.is_file() and not os.path.exists(destination):
-                shutil.copyfile(source, destination)
+                shutil.copyfile(source, destination)  # a copy, so matplotlib may rewrite it
     except OSError as exc:
         log(f"matplotlib font cache not copied: {exc}")
 
@@ -921,9 +934,9 @@ def main(argv: list[str]) -> int:
     os.makedirs(data_dir, exist_ok=True)
     os.chdir(data_dir)
     try:
-        os.setsid()
+        os.setsid()  # so that what user code starts shares our session, even once orphaned
     except OSError:
-        pass  # already a process group leader: leftovers are then found by ancestry alone
+        pass  # already a process group leader (under Docker's init): the group does the same
     proto_in, proto_out = take_over_fds()
     server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out)
     try:
