@@ -34,8 +34,10 @@ def encode_request(message: dict[str, Any]) -> bytes:
 class Repl:
     """One REPL server process with its own data directory."""
 
-    def __init__(self, *flags: str, preload: bool = False, timeout: float = 60.0) -> None:
-        self.data_dir = tempfile.mkdtemp(prefix="kiln-test-")
+    def __init__(self, *flags: str, preload: bool = False, data_dir: str | None = None,
+                 timeout: float = 60.0) -> None:
+        self.own_data_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="kiln-test-")
         self.log = tempfile.TemporaryFile()
         args = [sys.executable, SERVER, "--data-dir", self.data_dir, *flags]
         if not preload:
@@ -55,7 +57,8 @@ class Repl:
             except OSError:
                 pass
         self.log.close()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self.own_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def log_text(self) -> str:
         self.log.seek(0)
@@ -107,8 +110,8 @@ class Repl:
 class ReplTestCase(unittest.TestCase):
     """Starts REPL processes on demand and stops them after the test."""
 
-    def start(self, *flags: str, preload: bool = False) -> Repl:
-        repl = Repl(*flags, preload=preload)
+    def start(self, *flags: str, preload: bool = False, data_dir: str | None = None) -> Repl:
+        repl = Repl(*flags, preload=preload, data_dir=data_dir)
         self.addCleanup(repl.close)
         return repl
 

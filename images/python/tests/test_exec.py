@@ -191,6 +191,12 @@ class DeadlineTest(ReplTestCase):
         code = f"import os\ntry:\n    os.kill({pid}, 0)\n    alive = True\nexcept ProcessLookupError:\n    alive = False\nalive"
         self.assertEqual(repl.run(code)["result"], "False")
 
+    def test_orphaned_grandchildren_are_killed(self):
+        repl = self.start()
+        repl.run("import subprocess, time\nsubprocess.run('sleep 300 & echo $! > pid', shell=True)\ntime.sleep(0.2)")
+        code = "import os\nos.path.exists('/proc/' + open('pid').read().strip())"
+        self.assertEqual(repl.run(code)["result"], "False")
+
     def test_timed_out_child_is_killed(self):
         repl = self.start()
         started = time.monotonic()

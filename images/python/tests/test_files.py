@@ -12,6 +12,17 @@ def by_path(response):
 
 
 class FilesTest(ReplTestCase):
+    @unittest.skipUnless(os.path.ismount("/mnt/data"), "needs the image's tmpfs on /mnt/data")
+    def test_the_real_data_dir_is_writable(self):
+        repl = self.start(data_dir="/mnt/data")
+        name = f"probe-{os.getpid()}.txt"
+        response = repl.run(f"import os\nopen({name!r}, 'w').write('ok')\nos.getcwd()",
+                            files=[{"path": f"in-{name}", "content": b64("in")}])
+        self.assertOk(response)
+        self.assertEqual(response["result"], "'/mnt/data'")
+        self.assertEqual(by_path(response), {name: b"ok"})
+        repl.run(f"import os; os.remove({name!r}); os.remove('in-{name}')")
+
     def test_new_and_changed_files_come_back(self):
         repl = self.start()
         files = [{"path": "data.csv", "content": b64("a,b\n1,2\n")},
@@ -58,6 +69,13 @@ class FilesTest(ReplTestCase):
                          "files not returned (over 1000 bytes): big (2000 bytes); "
                          "files not returned (over 2 files): c")
         self.assertIn("kiln: files not returned (over 2 files): c\n", response["stderr"])
+
+    def test_long_lists_of_skipped_files_are_shortened(self):
+        repl = self.start()
+        response = repl.run("for i in range(30):\n    open(f'f{i:02}', 'w').write('1')", limits={"max_files": 5})
+        self.assertEqual(len(response["files"]), 5)
+        self.assertEqual(response["files_error"], "files not returned (over 5 files): "
+                         + ", ".join(f"f{i:02}" for i in range(5, 25)) + " and 5 more")
 
 
 if __name__ == "__main__":
