@@ -73,13 +73,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("container create: %w", err)
 	}
-	s := &Sandbox{
-		id:      created.ID,
-		created: time.Now(),
-		cli:     c,
-		frames:  make(chan frame, 2),
-		done:    make(chan struct{}),
-	}
+	s := &Sandbox{id: created.ID, created: time.Now(), cli: c, exec: spec.Exec}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
@@ -92,8 +86,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return fail(fmt.Errorf("container attach: %w", err))
 	}
-	s.conn = att.Conn
-	go s.read(att.Reader, c.maxFrame, c.log)
+	s.main = newStream(att.Conn, att.Reader, c.maxFrame, c.log, s.id)
 
 	waitCtx, stopWait := context.WithCancel(context.Background())
 	s.stopWait = stopWait
@@ -102,21 +95,25 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if _, err := c.api.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
 		return fail(fmt.Errorf("container start: %w", err))
 	}
-
-	select {
-	case f := <-s.frames:
-		if f.err != nil {
-			return fail(fmt.Errorf("ready frame: %w", f.err))
-		}
-		if s.ready, err = protocol.DecodeReady(f.payload); err != nil {
+	if s.exec != nil {
+		if err := s.probeExec(ctx); err != nil {
 			return fail(err)
 		}
 		return s, nil
-	case <-s.done:
-		return fail(fmt.Errorf("sandbox exited during warm-up: %s", lastLine(s.Stderr())))
-	case <-ctx.Done():
-		return fail(fmt.Errorf("no ready frame: %w", ctx.Err()))
 	}
+	payload, err := s.main.receive(ctx)
+	switch {
+	case errors.Is(err, ErrExited):
+		return fail(fmt.Errorf("sandbox exited during warm-up: %s", lastLine(s.Stderr())))
+	case ctx.Err() != nil:
+		return fail(fmt.Errorf("no ready frame: %w", ctx.Err()))
+	case err != nil:
+		return fail(fmt.Errorf("ready frame: %w", err))
+	}
+	if s.ready, err = protocol.DecodeReady(payload); err != nil {
+		return fail(err)
+	}
+	return s, nil
 }
 
 // remove force-removes a container; one that is already gone is not an error.

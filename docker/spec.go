@@ -21,10 +21,16 @@ const SandboxUser = "10001:10001"
 // Spec is everything that decides what a sandbox container looks like. It comes from
 // kiln's configuration only; no request field reaches it.
 type Spec struct {
-	Image     string
-	Runtime   string // "" for the daemon's default (runc), "runsc" for gVisor
-	Instance  string // the owning kiln instance, for the ownership label
-	Cmd       []string
+	Image    string
+	Runtime  string // "" for the daemon's default (runc), "runsc" for gVisor
+	Instance string // the owning kiln instance, for the ownership label
+	Cmd      []string
+	// Entrypoint, when set, replaces the image's (the REPL). Exec mode sets an idle
+	// process here and the REPL command in Exec.
+	Entrypoint []string
+	// Exec, when set, is the REPL command each request starts with docker exec: the
+	// slow mode without a warm interpreter (REPL_ENABLED=false).
+	Exec      []string
 	Env       []string // an allowlist: nothing of kiln's own environment
 	MemoryMB  int64    // covers the tmpfs mounts too; swap is not allowed
 	NanoCPUs  int64
@@ -52,6 +58,7 @@ func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) 
 	cfg := &container.Config{
 		Image:           s.Image,
 		Cmd:             s.Cmd,
+		Entrypoint:      s.Entrypoint,
 		User:            SandboxUser,
 		Hostname:        "sandbox",
 		WorkingDir:      "/mnt/data",
@@ -77,7 +84,7 @@ func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) 
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
-			"/tmp":      "rw,nosuid,nodev,noexec,size=" + mb(s.TmpMB) + ",nr_inodes=4096,mode=1777",
+			"/tmp": "rw,nosuid,nodev,noexec,size=" + mb(s.TmpMB) + ",nr_inodes=4096,mode=1777",
 			// Docker copies the image directory's mode onto the tmpfs, so ownership is what
 			// makes /mnt/data writable for the sandbox user, not a mode.
 			"/mnt/data": "rw,nosuid,nodev,size=" + mb(s.DataMB) + ",nr_inodes=4096,uid=10001,gid=10001",

@@ -14,6 +14,7 @@ import (
 	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/pool"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -75,6 +76,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.log.Info("removed orphaned sandboxes of an earlier run", "count", n, "instance", cfg.InstanceID)
 	}
 
+	met := metrics.New()
 	m.pool = pool.New(pool.Config{
 		Size:          cfg.PoolSize,
 		Warmers:       cfg.PoolWarmers,
@@ -83,13 +85,14 @@ func (m *Main) Run(ctx context.Context) error {
 		WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
 		BackoffMin:    500 * time.Millisecond,
 		BackoffMax:    5 * time.Second,
-	}, factory{dc: dc, spec: m.spec()}, m.log, nil)
+	}, factory{dc: dc, spec: m.spec()}, m.log, met)
+	met.WatchPool(m.pool)
 
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
 	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
-	runner := drainGuard{m: m, next: exec}
+	runner := met.Observe(drainGuard{m: m, next: exec})
 	sessions := session.New(m.store, runner, session.Limits{
 		MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
 	}, m.log)
@@ -107,6 +110,9 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxBodyBytes:   maxBodyBytes(limits),
 		MaxUploadBytes: cfg.MaxUploadMB << 20,
 		MaxFiles:       cfg.MaxFilesPerSession,
+		Observer:       met,
+		Metrics:        met.Handler(),
+		Stats:          met,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -198,9 +204,13 @@ func (m *Main) storeKind() string {
 	return "disk"
 }
 
+// replCommand is how the sandbox image starts its REPL for one request in exec mode
+// (REPL_ENABLED=false): a fresh interpreter, no pre-imports, one request, then exit.
+var replCommand = []string{"python3", "/opt/kiln/repl_server.py", "--once", "--no-preload"}
+
 func (m *Main) spec() docker.Spec {
 	c := m.cfg
-	return docker.Spec{
+	spec := docker.Spec{
 		Image:     c.SandboxImage,
 		Runtime:   c.SandboxRuntime,
 		Instance:  c.InstanceID,
@@ -211,6 +221,11 @@ func (m *Main) spec() docker.Spec {
 		DataMB:    c.SandboxDataMB,
 		NoFile:    1024,
 	}
+	if !c.ReplEnabled {
+		spec.Entrypoint = []string{"sleep", "infinity"}
+		spec.Exec = replCommand
+	}
+	return spec
 }
 
 func (m *Main) limits() executor.Limits {
