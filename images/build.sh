@@ -69,5 +69,5 @@ ensure_base() {
 
 ensure_base
 log "building $tag from images/$name ($hash)"
-docker build -q --label "kiln.image.hash=$hash" -t "$tag" -t "${tag%%:*}:$hash" "$dir" >/dev/null
+docker build -q --label "kiln.image.hash=$hash" -t "$tag" -t "${tag%:*}:$hash" "$dir" >/dev/null
 log "built $tag"
