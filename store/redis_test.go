@@ -1,14 +1,8 @@
 package store_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,94 +11,8 @@ import (
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/store"
 	"github.com/kilnsh/kiln/store/storetest"
+	"github.com/kilnsh/kiln/test/kilntest"
 )
-
-// startRedis starts a private redis-server on a free loopback port, without
-// persistence, and returns its URL. It is killed when the test ends. A missing
-// redis-server fails the test: CI must run these tests, not skip them.
-func startRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server is not on PATH (%v): run deploy/ensure-redis.sh to install it", err)
-	}
-	var lastErr error
-	for range 3 { // the free port may be taken before redis-server binds it
-		port := freePort(t)
-		logFile := filepath.Join(t.TempDir(), "redis.log")
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--logfile", logFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			defer close(exited)
-			cmd.Wait()
-		}()
-		addr := net.JoinHostPort("127.0.0.1", port)
-		if lastErr = waitPing(addr, exited); lastErr == nil {
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				<-exited
-			})
-			return "redis://" + addr + "/0"
-		}
-		cmd.Process.Kill()
-		<-exited
-		log, _ := os.ReadFile(logFile)
-		lastErr = fmt.Errorf("%w; log:\n%s", lastErr, log)
-	}
-	t.Fatalf("redis-server did not answer: %v", lastErr)
-	return ""
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// waitPing waits until the server at addr answers PING, or the process exits.
-func waitPing(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server exited")
-		default:
-		}
-		if ping(addr) == nil {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return fmt.Errorf("no PONG from %s", addr)
-}
-
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
-}
 
 var prefixes atomic.Int64
 
@@ -122,14 +30,14 @@ func openRedis(t *testing.T, url, prefix string, ttl time.Duration, maxFile int6
 }
 
 func TestRedis(t *testing.T) {
-	url := startRedis(t)
+	url := kilntest.StartRedis(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return openRedis(t, url, newPrefix(), time.Hour, 1<<20)
 	})
 }
 
 func TestOpenRedisErrors(t *testing.T) {
-	url := startRedis(t)
+	url := kilntest.StartRedis(t)
 	tests := []struct {
 		name    string
 		url     string
@@ -137,7 +45,7 @@ func TestOpenRedisErrors(t *testing.T) {
 		maxFile int64
 	}{
 		{"bad url", "http://" + strings.TrimPrefix(url, "redis://"), time.Hour, 1},
-		{"nobody listening", "redis://127.0.0.1:" + freePort(t), time.Hour, 1},
+		{"nobody listening", "redis://127.0.0.1:" + kilntest.FreePort(t), time.Hour, 1},
 		{"zero ttl", url, 0, 1},
 		{"zero file limit", url, time.Hour, 0},
 	}
@@ -154,7 +62,7 @@ func TestOpenRedisErrors(t *testing.T) {
 // TestRedisSharedBetweenProcesses has two stores on one server, as two kiln processes
 // behind a load balancer would.
 func TestRedisSharedBetweenProcesses(t *testing.T) {
-	url := startRedis(t)
+	url := kilntest.StartRedis(t)
 	ctx := t.Context()
 	a, err := store.OpenRedis(ctx, url, time.Hour, 1<<20)
 	if err != nil {
@@ -198,7 +106,7 @@ func TestRedisSharedBetweenProcesses(t *testing.T) {
 }
 
 func TestRedisFileLimit(t *testing.T) {
-	r := openRedis(t, startRedis(t), newPrefix(), time.Hour, 10)
+	r := openRedis(t, kilntest.StartRedis(t), newPrefix(), time.Hour, 10)
 	ctx := t.Context()
 	sess := &store.Session{ID: kiln.NewID()}
 	if err := r.CreateSession(ctx, sess); err != nil {
@@ -229,7 +137,7 @@ func TestRedisFileLimit(t *testing.T) {
 // TestRedisExpiresKeys checks that Redis drops an abandoned session by itself, and that
 // owner strings never appear in key names.
 func TestRedisExpiresKeys(t *testing.T) {
-	url := startRedis(t)
+	url := kilntest.StartRedis(t)
 	ctx := t.Context()
 	const ttl = 300 * time.Millisecond
 	r := openRedis(t, url, newPrefix(), ttl, 1<<20)
