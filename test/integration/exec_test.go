@@ -100,7 +100,8 @@ func TestHardDeadlineKillsAndReplaces(t *testing.T) {
 }
 
 func TestStatelessStateCarriesOver(t *testing.T) {
-	first := run(t, map[string]any{"code": "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndef double(v):\n    return v * 2\ncounter = 10"})
+	// "state": null asks for stateless mode with an empty namespace.
+	first := run(t, map[string]any{"state": nil, "code": "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndef double(v):\n    return v * 2\ncounter = 10"})
 	if first.State == nil || !first.HasState || first.StateSize == 0 {
 		t.Fatalf("no state returned: %+v", first)
 	}
@@ -117,7 +118,7 @@ func TestStatelessStateCarriesOver(t *testing.T) {
 	if kilntest.Str(fourth.Result) != "11" {
 		t.Errorf("after a failed run counter is %s, want 11", kilntest.Str(fourth.Result))
 	}
-	noCapture := run(t, map[string]any{"code": "y = 1", "capture_state": false})
+	noCapture := run(t, map[string]any{"state": nil, "code": "y = 1", "capture_state": false})
 	if noCapture.State != nil || noCapture.HasState {
 		t.Errorf("capture_state=false returned state %v", noCapture.State)
 	}
