@@ -87,7 +87,7 @@ func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) 
 			"/tmp": "rw,nosuid,nodev,noexec,size=" + mb(s.TmpMB) + ",nr_inodes=4096,mode=1777",
 			// Docker copies the image directory's mode onto the tmpfs, so ownership is what
 			// makes /mnt/data writable for the sandbox user, not a mode.
-			"/mnt/data": "rw,nosuid,nodev,size=" + mb(s.DataMB) + ",nr_inodes=4096,uid=10001,gid=10001",
+			"/mnt/data": "rw,exec,nosuid,nodev,size=" + mb(s.DataMB) + ",nr_inodes=4096,uid=10001,gid=10001",
 		},
 		CapDrop:       []string{"ALL"},
 		SecurityOpt:   []string{"no-new-privileges:true"},

@@ -174,8 +174,19 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
 	}
 	fill(res, resp)
-	if res.Status != StatusOK && !e.limits.CaptureOnError {
+	switch {
+	case res.Status != StatusOK && !e.limits.CaptureOnError:
 		res.State = req.State
+	case res.State != nil:
+		// The REPL bounds the compressed size only; a state that would be refused on
+		// the way back in is not kept.
+		if err := CheckState(res.State, e.limits.MaxStateBytes, e.limits.MaxStateRaw); err != nil {
+			note := "state not kept: " + err.(*kiln.Error).Message
+			if res.StateError != nil {
+				note = *res.StateError + "; " + note
+			}
+			res.State, res.StateError = req.State, &note
+		}
 	}
 	return res, nil
 }

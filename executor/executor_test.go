@@ -1,0 +1,497 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/docker"
+	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/protocol"
+)
+
+// checkCode checks that err is a *kiln.Error with the given code.
+func checkCode(t *testing.T, err error, want kiln.Code) {
+	t.Helper()
+	var e *kiln.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("got error %v (%T), want a *kiln.Error %s", err, err, want)
+	}
+	if e.Code != want {
+		t.Errorf("got code %s (%s), want %s", e.Code, e.Message, want)
+	}
+}
+
+func TestCheckState(t *testing.T) {
+	small := lz4Frame(t, []byte("a pickled namespace"))
+	bomb := lz4Frame(t, make([]byte, 8<<20)) // 8 MiB of zeros, a few KiB compressed
+	if len(bomb) > 64<<10 {
+		t.Fatalf("bomb is %d bytes compressed, want it small", len(bomb))
+	}
+	tests := []struct {
+		name           string
+		blob           []byte
+		maxBlob        int64
+		maxRaw         int64
+		want           kiln.Code // "" for no error
+		wantMsgContain string
+	}{
+		{name: "valid frame", blob: small, maxBlob: 1 << 20, maxRaw: 1 << 20},
+		{name: "raw size exactly at the limit", blob: lz4Frame(t, make([]byte, 1000)), maxBlob: 1 << 20, maxRaw: 1000},
+		{name: "empty frame", blob: lz4Frame(t, nil), maxBlob: 1 << 20, maxRaw: 1 << 20},
+		{name: "not LZ4", blob: []byte("gASVJwAAAAAAAAB9lC4="), maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeInvalid},
+		{name: "shorter than the magic", blob: []byte{0x04, 0x22}, maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeInvalid},
+		{name: "empty blob", blob: []byte{}, maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeInvalid},
+		{name: "LZ4 magic then junk", blob: append([]byte{0x04, 0x22, 0x4d, 0x18}, "not a frame at all"...), maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeInvalid},
+		{name: "truncated frame", blob: small[:len(small)-6], maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeInvalid},
+		{name: "blob over its limit", blob: small, maxBlob: int64(len(small)) - 1, maxRaw: 1 << 20, want: kiln.CodeTooLarge},
+		{name: "blob at its limit", blob: small, maxBlob: int64(len(small)), maxRaw: 1 << 20},
+		{name: "raw size one over the limit", blob: lz4Frame(t, make([]byte, 1001)), maxBlob: 1 << 20, maxRaw: 1000, want: kiln.CodeTooLarge},
+		{name: "decompression bomb", blob: bomb, maxBlob: 1 << 20, maxRaw: 1 << 20, want: kiln.CodeTooLarge, wantMsgContain: "decompresses"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckState(tt.blob, tt.maxBlob, tt.maxRaw)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got error %v, want none", err)
+				}
+				return
+			}
+			checkCode(t, err, tt.want)
+			if tt.wantMsgContain != "" && !strings.Contains(err.Error(), tt.wantMsgContain) {
+				t.Errorf("got message %q, want it to mention %q", err, tt.wantMsgContain)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	lim := testLimits()
+	tests := []struct {
+		name        string
+		req         Request
+		want        kiln.Code // "" for no error
+		wantTimeout time.Duration
+	}{
+		{name: "python", req: Request{Lang: LangPython, Code: "1"}, wantTimeout: lim.DefaultTimeout},
+		{name: "bash", req: Request{Lang: LangBash, Code: "echo"}, wantTimeout: lim.DefaultTimeout},
+		{name: "timeout kept", req: Request{Lang: LangPython, Code: "1", Timeout: 500 * time.Millisecond}, wantTimeout: 500 * time.Millisecond},
+		{name: "timeout clamped up", req: Request{Lang: LangPython, Code: "1", Timeout: time.Millisecond}, wantTimeout: lim.MinTimeout},
+		{name: "timeout clamped down", req: Request{Lang: LangPython, Code: "1", Timeout: time.Hour}, wantTimeout: lim.MaxTimeout},
+		{name: "negative timeout is the default", req: Request{Lang: LangPython, Code: "1", Timeout: -time.Second}, wantTimeout: lim.DefaultTimeout},
+		{name: "code at the limit", req: Request{Lang: LangPython, Code: strings.Repeat("1", 1000)}, wantTimeout: lim.DefaultTimeout},
+		{name: "code over the limit", req: Request{Lang: LangPython, Code: strings.Repeat("1", 1001)}, want: kiln.CodeTooLarge},
+		{name: "empty code", req: Request{Lang: LangPython, Code: ""}, want: kiln.CodeInvalid},
+		{name: "blank code", req: Request{Lang: LangPython, Code: " \n\t "}, want: kiln.CodeInvalid},
+		{name: "unknown language", req: Request{Lang: "ruby", Code: "1"}, want: kiln.CodeLanguage},
+		{name: "alias not normalised here", req: Request{Lang: "py", Code: "1"}, want: kiln.CodeLanguage},
+		{name: "empty language", req: Request{Code: "1"}, want: kiln.CodeLanguage},
+		{name: "state not LZ4", req: Request{Lang: LangPython, Code: "1", State: []byte("junk")}, want: kiln.CodeInvalid},
+		{name: "file at the limit", req: Request{Lang: LangPython, Code: "1", Files: []protocol.File{{Path: "a", Content: make([]byte, 100)}}}, wantTimeout: lim.DefaultTimeout},
+		{name: "file over the limit", req: Request{Lang: LangPython, Code: "1", Files: []protocol.File{{Path: "a", Content: make([]byte, 101)}}}, want: kiln.CodeTooLarge},
+	}
+	e := newTestExecutor(&fakePool{}, lim)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := tt.req
+			err := e.Validate(&req)
+			if tt.want != "" {
+				checkCode(t, err, tt.want)
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if req.Timeout != tt.wantTimeout {
+				t.Errorf("got timeout %v, want %v", req.Timeout, tt.wantTimeout)
+			}
+		})
+	}
+}
+
+func TestValidateState(t *testing.T) {
+	lim := testLimits()
+	lim.MaxStateBytes = 4096
+	lim.MaxStateRaw = 64 << 10
+	e := newTestExecutor(&fakePool{}, lim)
+	tests := []struct {
+		name  string
+		state []byte
+		want  kiln.Code
+	}{
+		{"valid", lz4Frame(t, []byte("namespace")), ""},
+		{"not LZ4", []byte("plain pickle bytes"), kiln.CodeInvalid},
+		{"over the blob size", append(lz4Frame(t, nil), make([]byte, 4096)...), kiln.CodeTooLarge},
+		{"decompression bomb", lz4Frame(t, make([]byte, 1<<20)), kiln.CodeTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := Request{Lang: LangPython, Code: "x", State: tt.state}
+			err := e.Validate(&req)
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("got error %v, want none", err)
+				}
+				return
+			}
+			checkCode(t, err, tt.want)
+		})
+	}
+}
+
+// TestRunInvalidUsesNoSandbox checks that a request refused by Validate never takes a
+// sandbox from the pool.
+func TestRunInvalidUsesNoSandbox(t *testing.T) {
+	p := &fakePool{sb: &fakeSandbox{ready: pythonReady(), exchange: reply(nil)}}
+	e := newTestExecutor(p, testLimits())
+	for _, req := range []Request{
+		{Lang: LangPython, Code: ""},
+		{Lang: "ruby", Code: "1"},
+		{Lang: LangPython, Code: "1", State: []byte("junk")},
+		{Lang: LangPython, Code: "1", State: lz4Frame(t, make([]byte, 2<<20))},
+	} {
+		if _, err := e.Run(context.Background(), req); err == nil {
+			t.Errorf("Run(%.20q): got no error, want one", req.Code)
+		}
+	}
+	if p.checkouts != 0 {
+		t.Errorf("got %d checkouts for invalid requests, want 0", p.checkouts)
+	}
+}
+
+func TestRun(t *testing.T) {
+	inState := lz4Frame(t, []byte("old namespace"))
+	tests := []struct {
+		name           string
+		sandbox        *fakeSandbox
+		captureOnError bool
+		wantStatus     string
+		wantExit       int
+		wantError      string // "" for a nil error field
+		wantState      string
+		wantStdout     string
+	}{
+		{
+			name:       "ok",
+			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.Result = str("2") })},
+			wantStatus: StatusOK, wantState: "new-state", wantStdout: "out\n",
+		},
+		{
+			name: "error keeps the input state",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ZeroDivisionError: division by zero")
+			})},
+			wantStatus: StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
+			name: "error with CaptureOnError keeps the new state",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
+			})},
+			captureOnError: true,
+			wantStatus:     StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
+		},
+		{
+			name: "REPL soft timeout keeps the input state",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusTimeout, 124, str("Time limit exceeded")
+			})},
+			wantStatus: StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
+			name: "MemoryError is oom",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("MemoryError: ")
+			})},
+			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
+			name: "a user exception mentioning MemoryError is not oom",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ValueError: MemoryError")
+			})},
+			wantStatus: StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
+			name: "exited, OOM-killed",
+			sandbox: &fakeSandbox{
+				exchange: func(context.Context, protocol.Request) ([]byte, error) { return nil, docker.ErrExited },
+				exitCode: 137, oom: true,
+			},
+			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace",
+		},
+		{
+			name: "exited with code 3",
+			sandbox: &fakeSandbox{
+				exchange: func(context.Context, protocol.Request) ([]byte, error) {
+					return nil, fmt.Errorf("%w: stream closed", docker.ErrExited)
+				},
+				exitCode: 3,
+			},
+			wantStatus: StatusSandboxDied, wantExit: 3, wantError: "Sandbox exited with code 3", wantState: "old namespace",
+		},
+		{
+			name: "exited, exit status unknown",
+			sandbox: &fakeSandbox{
+				exchange: func(context.Context, protocol.Request) ([]byte, error) { return nil, docker.ErrExited },
+				exitCode: -1, exitErr: errors.New("inspect failed"),
+			},
+			wantStatus: StatusSandboxDied, wantExit: -1, wantError: "Sandbox exited with code -1", wantState: "old namespace",
+		},
+		{
+			name:       "malformed response",
+			sandbox:    &fakeSandbox{exchange: func(context.Context, protocol.Request) ([]byte, error) { return []byte(`{"nope`), nil }},
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+		},
+		{
+			name:       "response to another request",
+			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.ID = "someone-else" })},
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+		},
+		{
+			name:       "unknown status",
+			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.Status = "oom" })},
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+		},
+		{
+			name: "oversized frame",
+			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) ([]byte, error) {
+				return nil, protocol.ErrFrameTooLarge
+			}},
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := tt.sandbox
+			sb.ready = pythonReady()
+			p := &fakePool{sb: sb}
+			lim := testLimits()
+			lim.CaptureOnError = tt.captureOnError
+			e := newTestExecutor(p, lim)
+			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true})
+			if err != nil {
+				t.Fatalf("got error %v, want a result", err)
+			}
+			p.checkReleasedOnce(t)
+			if res.Status != tt.wantStatus || res.ExitCode != tt.wantExit {
+				t.Errorf("got status %s exit %d, want %s %d", res.Status, res.ExitCode, tt.wantStatus, tt.wantExit)
+			}
+			switch {
+			case tt.wantError == "" && res.Error != nil:
+				t.Errorf("got error field %q, want nil", *res.Error)
+			case tt.wantError != "" && (res.Error == nil || *res.Error != tt.wantError):
+				t.Errorf("got error field %v, want %q", deref(res.Error), tt.wantError)
+			}
+			gotState := string(res.State)
+			switch {
+			case bytes.Equal(res.State, inState):
+				gotState = "old namespace"
+			case bytes.Equal(res.State, newStateBlob):
+				gotState = "new-state"
+			}
+			if gotState != tt.wantState {
+				t.Errorf("got state %q, want %q", gotState, tt.wantState)
+			}
+			if res.Stdout != tt.wantStdout {
+				t.Errorf("got stdout %q, want %q", res.Stdout, tt.wantStdout)
+			}
+			if res.Sandbox != sb.ID() {
+				t.Errorf("got sandbox %q, want %q", res.Sandbox, sb.ID())
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// TestRunRequest checks what the sandbox is sent.
+func TestRunRequest(t *testing.T) {
+	sb := &fakeSandbox{ready: pythonReady(), exchange: reply(nil)}
+	p := &fakePool{sb: sb}
+	lim := testLimits()
+	e := newTestExecutor(p, lim)
+	state := lz4Frame(t, []byte("ns"))
+	_, err := e.Run(context.Background(), Request{
+		Lang: LangBash, Code: "echo $1", Args: []string{"a b", "c"}, State: state,
+		CaptureState: true, Timeout: 300 * time.Millisecond,
+		Files: []protocol.File{{Path: "in.csv", Content: []byte("x,y")}},
+	})
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	reqs := sb.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("got %d exchanges, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if !kiln.ValidID(r.ID) {
+		t.Errorf("got request id %q, want a kiln id", r.ID)
+	}
+	if r.Op != protocol.OpExec || r.Lang != "bash" || r.Code != "echo $1" || strings.Join(r.Args, "|") != "a b|c" {
+		t.Errorf("got op %q lang %q code %q args %q, want exec bash, the code and args", r.Op, r.Lang, r.Code, r.Args)
+	}
+	if !bytes.Equal(r.State, state) || !r.CaptureState || r.TimeoutMS != 300 {
+		t.Errorf("got state %d bytes, capture %v, timeout %d ms; want %d bytes, true, 300", len(r.State), r.CaptureState, r.TimeoutMS, len(state))
+	}
+	if len(r.Files) != 1 || r.Files[0].Path != "in.csv" || string(r.Files[0].Content) != "x,y" {
+		t.Errorf("got files %+v, want in.csv", r.Files)
+	}
+	want := protocol.Limits{MaxOutputBytes: lim.MaxOutputBytes, MaxFileBytes: lim.MaxFileBytes, MaxFiles: lim.MaxFiles, MaxStateBytes: lim.MaxStateBytes}
+	if r.Limits != want {
+		t.Errorf("got limits %+v, want %+v", r.Limits, want)
+	}
+}
+
+// TestRunHardDeadline checks that a sandbox that never answers is given up on soon
+// after the timeout plus the grace period, and reported as a timeout.
+func TestRunHardDeadline(t *testing.T) {
+	var deadline time.Time
+	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) ([]byte, error) {
+		deadline, _ = ctx.Deadline()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	p := &fakePool{sb: sb}
+	lim := testLimits()
+	e := newTestExecutor(p, lim)
+	state := lz4Frame(t, []byte("ns"))
+	start := time.Now()
+	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "while True: pass", Timeout: 50 * time.Millisecond, State: state})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("got error %v, want a timeout result", err)
+	}
+	if want := 50*time.Millisecond + lim.Grace; took < want || took > want+time.Second {
+		t.Errorf("returned after %v, want soon after %v", took, want)
+	}
+	if d := deadline.Sub(start); d < 50*time.Millisecond || d > 50*time.Millisecond+lim.Grace+100*time.Millisecond {
+		t.Errorf("got a hard deadline %v after the start, want timeout plus grace", d)
+	}
+	if res.Status != StatusTimeout || res.ExitCode != 124 || deref(res.Error) != "Time limit exceeded" {
+		t.Errorf("got %s %d %q, want timeout 124 %q", res.Status, res.ExitCode, deref(res.Error), "Time limit exceeded")
+	}
+	if !bytes.Equal(res.State, state) {
+		t.Errorf("got state %q, want the input state", res.State)
+	}
+	p.checkReleasedOnce(t)
+}
+
+// TestRunCallerCancel checks that a caller who goes away gets the context's error,
+// and that the sandbox is still released.
+func TestRunCallerCancel(t *testing.T) {
+	for _, name := range []string{"cancel", "deadline"} {
+		t.Run(name, func(t *testing.T) {
+			sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) ([]byte, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}
+			p := &fakePool{sb: sb}
+			e := newTestExecutor(p, testLimits())
+			var (
+				ctx    context.Context
+				cancel context.CancelFunc
+				want   error
+			)
+			if name == "cancel" {
+				ctx, cancel = context.WithCancel(context.Background())
+				time.AfterFunc(10*time.Millisecond, cancel)
+				want = context.Canceled
+			} else {
+				// The caller's own deadline, shorter than the run's: not a run timeout.
+				ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+				want = context.DeadlineExceeded
+			}
+			defer cancel()
+			res, err := e.Run(ctx, Request{Lang: LangPython, Code: "x", Timeout: 500 * time.Millisecond})
+			if !errors.Is(err, want) {
+				t.Errorf("got %v, %v; want error %v", res, err, want)
+			}
+			p.checkReleasedOnce(t)
+		})
+	}
+}
+
+func TestRunPoolErrors(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"queue full", pool.ErrQueueFull, true},
+		{"queue timeout", pool.ErrTimeout, true},
+		{"closed", pool.ErrClosed, true},
+		{"wrapped timeout", fmt.Errorf("checkout: %w", pool.ErrTimeout), true},
+		{"caller gone", context.Canceled, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &fakePool{err: tt.err}
+			e := newTestExecutor(p, testLimits())
+			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x"})
+			if res != nil {
+				t.Errorf("got result %+v, want nil", res)
+			}
+			p.checkReleasedOnce(t)
+			if !tt.unavailable {
+				if !errors.Is(err, tt.err) {
+					t.Errorf("got %v, want %v", err, tt.err)
+				}
+				return
+			}
+			checkCode(t, err, kiln.CodeUnavailable)
+			var ke *kiln.Error
+			if errors.As(err, &ke) && ke.RetryAfter != 7 {
+				t.Errorf("got RetryAfter %d, want 7", ke.RetryAfter)
+			}
+		})
+	}
+}
+
+// TestRunLanguageNotInSandbox checks that the sandbox's own capabilities decide, and
+// that the sandbox is released anyway.
+func TestRunLanguageNotInSandbox(t *testing.T) {
+	sb := &fakeSandbox{
+		ready:    protocol.Ready{Type: "ready", Protocol: 1, Capabilities: protocol.Capabilities{Languages: []string{"python"}}},
+		exchange: reply(nil),
+	}
+	p := &fakePool{sb: sb}
+	e := newTestExecutor(p, testLimits())
+	_, err := e.Run(context.Background(), Request{Lang: LangBash, Code: "echo"})
+	checkCode(t, err, kiln.CodeLanguage)
+	if n := len(sb.requests()); n != 0 {
+		t.Errorf("got %d exchanges, want 0", n)
+	}
+	p.checkReleasedOnce(t)
+}
+
+// The REPL caps the compressed state only: a captured state that decompresses past
+// MaxStateRaw would be refused on the way back in, so it is not kept.
+func TestRunDropsStateOverRawLimit(t *testing.T) {
+	inState := lz4Frame(t, []byte("old namespace"))
+	bomb := lz4Frame(t, make([]byte, 2<<20)) // over testLimits' 1 MiB raw limit
+	sb := &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.State = bomb })}
+	sb.ready = pythonReady()
+	p := &fakePool{sb: sb}
+	res, err := newTestExecutor(p, testLimits()).Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.State, inState) {
+		t.Errorf("got a state of %d bytes, want the state the run was given", len(res.State))
+	}
+	if res.StateError == nil || !strings.Contains(*res.StateError, "state not kept") {
+		t.Errorf("got state_error %v, want a note that the state was not kept", deref(res.StateError))
+	}
+}
