@@ -1,0 +1,160 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// durationBuckets span 1ms to 300s, the longest run kiln allows, in roughly 2.5x steps.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Metrics is kiln's instrumentation. Create it with New; it is safe for concurrent use.
+type Metrics struct {
+	reg   *prometheus.Registry
+	start time.Time
+	now   func() time.Time
+
+	executions *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	stateBytes prometheus.Histogram
+	outBytes   prometheus.Histogram
+
+	checkouts    *prometheus.CounterVec
+	created      prometheus.Counter
+	warmup       prometheus.Histogram
+	warmFailures *prometheus.CounterVec
+	removed      prometheus.Counter
+	leaked       prometheus.Counter
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	recent *ring
+}
+
+// New returns Metrics registered on a registry of their own (never the global one),
+// with the Go runtime and process collectors.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := factory{reg}
+	m := &Metrics{
+		reg: reg, start: time.Now(), now: time.Now, recent: newRing(50),
+		executions: f.counterVec("kiln_executions_total",
+			"Executions by how they ended: ok, error, timeout, oom and sandbox_died are what the user's code did; "+
+				"unavailable means no sandbox was free in time, rejected a request kiln refused (invalid, too large), "+
+				"canceled a client that went away, internal a failure of kiln itself.", "status"),
+		duration: f.histogramVec("kiln_execution_duration_seconds",
+			"Execution latency by phase: queue is the wait for a warm sandbox (every checkout, served or not), "+
+				"execution the run inside the sandbox, total the whole call as the API saw it.", durationBuckets, "phase"),
+		stateBytes: f.histogram("kiln_execution_state_bytes",
+			"Size of the compressed state blob an execution returned, for runs that returned one.",
+			prometheus.ExponentialBuckets(1<<10, 4, 9)), // 1 KiB .. 64 MiB
+		outBytes: f.histogram("kiln_execution_output_bytes",
+			"Bytes of stdout plus stderr an execution returned (after kiln's output cap).",
+			prometheus.ExponentialBuckets(64, 4, 10)), // 64 B .. 16 MiB
+		checkouts: f.counterVec("kiln_pool_checkouts_total",
+			"Requests for a warm sandbox by outcome: ok, timeout (none within the queue timeout), "+
+				"queue_full, closed (shutting down) or canceled (the caller left).", "outcome"),
+		created: f.counter("kiln_sandboxes_created_total",
+			"Sandbox containers that were created and became ready to serve."),
+		warmup: f.histogram("kiln_sandbox_warmup_duration_seconds",
+			"Time from creating a sandbox container to its REPL being ready, for successful warm-ups.",
+			[]float64{.1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}),
+		warmFailures: f.counterVec("kiln_sandbox_warmup_failures_total",
+			"Sandbox warm-ups that failed, by reason: timeout (no ready frame in time), exited (the REPL died "+
+				"while starting), docker (the daemon refused or failed a create, attach or start), other.", "reason"),
+		removed: f.counter("kiln_sandboxes_removed_total",
+			"Sandbox containers removed after use, after dying, or at shutdown."),
+		leaked: f.counter("kiln_sandboxes_leaked_total",
+			"Sandbox removals that failed: containers possibly left behind on the daemon; "+
+				"a restart of the same INSTANCE_ID removes them."),
+		httpRequests: f.counterVec("kiln_http_requests_total",
+			"HTTP requests by route pattern, method and status code.", "route", "method", "code"),
+		httpDuration: f.histogramVec("kiln_http_request_duration_seconds",
+			"HTTP request latency by route pattern and method, until the answer was written.",
+			durationBuckets, "route", "method"),
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Known label values start at zero, so that rates and alerts see every series
+	// from the first scrape on.
+	for _, s := range executionStatuses {
+		m.executions.WithLabelValues(s)
+	}
+	for _, p := range []string{"queue", "execution", "total"} {
+		m.duration.WithLabelValues(p)
+	}
+	for _, o := range checkoutOutcomes {
+		m.checkouts.WithLabelValues(o)
+	}
+	for _, r := range []string{ReasonTimeout, ReasonExited, ReasonDocker, ReasonOther} {
+		m.warmFailures.WithLabelValues(r)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry returns the registry, for tests and for extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Request implements api.Observer: one call per HTTP request, route being chi's
+// pattern (or "unmatched"), so the label set stays bounded.
+func (m *Metrics) Request(route, method string, status int, d time.Duration) {
+	method = boundedMethod(method)
+	m.httpRequests.WithLabelValues(route, method, statusCode(status)).Inc()
+	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// boundedMethod maps anything but the standard methods to "other": a client can send
+// any token as a method, and labels must not grow with what clients send.
+func boundedMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+func statusCode(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	var b [3]byte
+	b[0], b[1], b[2] = byte('0'+status/100), byte('0'+status/10%10), byte('0'+status%10)
+	return string(b[:])
+}
+
+// factory registers what it builds on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
