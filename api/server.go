@@ -44,7 +44,8 @@ type Config struct {
 	MaxUploadBytes int64 // largest upload body accepted
 	MaxFiles       int   // files in one upload, and per session
 	Observer       Observer
-	Metrics        http.Handler // served at /metrics when set
+	Metrics        http.Handler // served at /metrics (behind the key) when set
+	Stats          StatsSource  // feeds GET /stats, the dashboard's data, when set
 }
 
 // Server is kiln's HTTP handler.
@@ -61,6 +62,7 @@ type Server struct {
 	maxBody   int64
 	obs       Observer
 	metrics   http.Handler
+	stats     StatsSource
 	router    chi.Router
 }
 
@@ -70,6 +72,7 @@ func New(cfg Config) *Server {
 		keys: cfg.Keys, run: cfg.Runner, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
+		stats: cfg.Stats,
 	}
 	if s.keys == nil {
 		s.keys = &Keys{}
@@ -92,12 +95,11 @@ func (s *Server) mount(r chi.Router) {
 	r.Get("/health", s.live)
 	r.Get("/health/live", s.live)
 	r.Get("/health/ready", s.ready)
-	if s.metrics != nil {
-		r.Method(http.MethodGet, "/metrics", s.metrics)
-	}
+	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireKey)
 		r.Get("/health/detailed", s.detailed)
+		s.mountMonitoring(r)
 		r.Post("/exec", s.exec)
 		r.Post("/upload", s.upload)
 		r.Get("/files/{session_id}", s.listFiles)
