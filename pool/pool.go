@@ -186,6 +186,7 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 		p.ready = p.ready[1:]
 		if isDone(e.sb) {
 			p.counts.Died++
+			p.log.Warn("sandbox died in the pool", "container", short(e.sb.ID()))
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -220,6 +221,7 @@ func (p *Pool[S]) removeLocked(sb S) {
 			p.log.Error("sandbox removal failed", "container", short(sb.ID()), "err", err)
 		} else {
 			p.counts.Removed++
+			p.log.Debug("sandbox removed", "container", short(sb.ID()))
 		}
 		p.mu.Unlock()
 		p.obs.Removed(err)
