@@ -4,7 +4,7 @@ GO ?= go
 IMAGE ?= kiln-python:latest
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build run test test-unit test-image image docker redis lint bench clean
+.PHONY: all build run test test-unit test-image image docker redis lint bench clean chromium compose-up compose-down
 
 all: build
 
@@ -20,6 +20,10 @@ docker:
 redis:
 	@deploy/ensure-redis.sh
 
+## chromium: make sure headless Chromium is installed (the dashboard test drives it)
+chromium:
+	@deploy/ensure-chromium.sh
+
 ## image: build the sandbox image $(IMAGE) if its inputs changed
 image: docker
 	@images/build.sh python $(IMAGE)
@@ -29,7 +33,7 @@ run: build image
 	SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real image
-test: docker redis image lint
+test: docker redis chromium image lint
 	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 	images/test.sh
 
@@ -48,3 +52,11 @@ bench: docker image build
 
 clean:
 	rm -rf bin test/results
+
+## compose-up: build bin/kiln, kiln:latest and the sandbox image, then start kiln with Docker Compose (deploy/)
+compose-up: build image
+	@deploy/compose.sh up
+
+## compose-down: stop kiln's Compose stack (its volumes are kept)
+compose-down:
+	@deploy/compose.sh down

@@ -63,7 +63,7 @@ type Pool[S Sandbox] struct {
 	ctx    context.Context // cancelled by Close; governs warm-ups
 	cancel context.CancelFunc
 	wake   chan struct{}
-	wg     sync.WaitGroup // the refill loop, warm-ups and removals
+	wg     sync.WaitGroup // the refill loop and warm-ups, which only start while it runs
 
 	mu       sync.Mutex
 	ready    []entry[S] // oldest first
@@ -73,6 +73,10 @@ type Pool[S Sandbox] struct {
 	failures int       // consecutive warm-up failures
 	retryAt  time.Time // no warm-up before this, after failures
 	closed   bool
+	// removals counts removals under way; idle is signalled when it drops to zero.
+	// Not a WaitGroup: a release may start a removal while Close is already waiting.
+	removals int
+	idle     sync.Cond
 	counts   Counts
 	lastErr  string
 }
@@ -113,6 +117,7 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 	}
+	p.idle.L = &p.mu
 	p.wg.Add(1)
 	go p.refillLoop()
 	return p
@@ -171,12 +176,28 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 			return zero, err
 		}
 	}
-	// A sandbox was handed over while we gave up: put it back at the front.
+	// A sandbox was handed over while we gave up: pass it on to the next waiter, or
+	// put it back at the front; after Close nobody else will remove it, so remove it.
 	if sb, ok := <-w; ok {
 		p.inUse--
-		p.ready = append([]entry[S]{{sb: sb, since: p.now()}}, p.ready...)
+		switch {
+		case p.closed || isDone(sb):
+			p.removeLocked(sb)
+		case len(p.waiters) > 0:
+			p.handOverLocked(sb)
+		default:
+			p.ready = append([]entry[S]{{sb: sb, since: p.now()}}, p.ready...)
+		}
 	}
 	return zero, err
+}
+
+// handOverLocked gives sb to the oldest waiting checkout; there must be one.
+func (p *Pool[S]) handOverLocked(sb S) {
+	w := p.waiters[0]
+	p.waiters = p.waiters[1:]
+	p.inUse++
+	w <- sb
 }
 
 // takeReadyLocked pops the oldest live sandbox, sending dead ones to removal.
@@ -209,9 +230,8 @@ func (p *Pool[S]) Release(sb S) {
 
 // removeLocked removes sb in the background, with the pool's own deadline.
 func (p *Pool[S]) removeLocked(sb S) {
-	p.wg.Add(1)
+	p.removals++
 	go func() {
-		defer p.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RemoveTimeout)
 		defer cancel()
 		err := sb.Remove(ctx)
@@ -225,6 +245,12 @@ func (p *Pool[S]) removeLocked(sb S) {
 		}
 		p.mu.Unlock()
 		p.obs.Removed(err)
+
+		p.mu.Lock()
+		if p.removals--; p.removals == 0 {
+			p.idle.Broadcast()
+		}
+		p.mu.Unlock()
 	}()
 }
 

@@ -106,10 +106,7 @@ func (p *Pool[S]) warmOne() {
 		return
 	}
 	if len(p.waiters) > 0 {
-		w := p.waiters[0]
-		p.waiters = p.waiters[1:]
-		p.inUse++
-		w <- sb
+		p.handOverLocked(sb)
 	} else {
 		p.ready = append(p.ready, entry[S]{sb: sb, since: p.now()})
 	}
@@ -139,7 +136,15 @@ func (p *Pool[S]) Close(ctx context.Context) error {
 	p.cancel()
 
 	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
+	go func() {
+		p.wg.Wait() // no warm-up starts after this, so no removal from one either
+		p.mu.Lock()
+		for p.removals > 0 {
+			p.idle.Wait()
+		}
+		p.mu.Unlock()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
