@@ -73,7 +73,9 @@ type fakeRunner struct {
 	err error
 }
 
-func (f fakeRunner) Run(context.Context, executor.Request) (*executor.Result, error) { return f.res, f.err }
+func (f fakeRunner) Run(context.Context, executor.Request) (*executor.Result, error) {
+	return f.res, f.err
+}
 
 type fakePool struct{ st pool.Stats }
 
