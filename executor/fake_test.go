@@ -26,7 +26,7 @@ type fakeSandbox struct {
 	got []protocol.Request
 }
 
-func (s *fakeSandbox) ID() string             { return "0123456789abcdef0123" }
+func (s *fakeSandbox) ID() string            { return "0123456789abcdef0123" }
 func (s *fakeSandbox) Ready() protocol.Ready { return s.ready }
 
 func (s *fakeSandbox) Exchange(ctx context.Context, payload []byte) ([]byte, error) {
@@ -131,7 +131,6 @@ func newTestExecutor(p Pool, lim Limits) *Executor {
 	return New(p, lim, slog.New(slog.DiscardHandler))
 }
 
-// lz4Frame compresses raw into one LZ4 frame, as the REPL writes state.
 // newStateBlob is the state every fake reply carries: a real LZ4 frame, since the
 // executor checks returned state like state sent in.
 var newStateBlob = func() []byte {
@@ -142,6 +141,7 @@ var newStateBlob = func() []byte {
 	return buf.Bytes()
 }()
 
+// lz4Frame compresses raw into one LZ4 frame, as the REPL writes state.
 func lz4Frame(t *testing.T, raw []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// cleanEnv unsets every variable Config reads, for the length of the test.
+func cleanEnv(t *testing.T) {
+	t.Helper()
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Tag.Get("envconfig")
+		if name == "" {
+			continue
+		}
+		t.Setenv(name, "") // restores the old value when the test ends
+		os.Unsetenv(name)
+	}
+}
+
+// defaults loads the configuration from an empty environment.
+func defaults(t *testing.T) Config {
+	t.Helper()
+	cleanEnv(t)
+	c, err := LoadConfig()
+	if err != nil {
+		t.Fatalf("LoadConfig with no environment: got %v, want the defaults to be valid", err)
+	}
+	return c
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c := defaults(t)
+	host, _ := os.Hostname()
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"LISTEN_ADDR", c.Addr, ":8080"},
+		{"API_KEYS", len(c.APIKeys), 0},
+		{"LOG_LEVEL", c.LogLevel, "info"},
+		{"SANDBOX_IMAGE", c.SandboxImage, "kiln-python:latest"},
+		{"SANDBOX_RUNTIME", c.SandboxRuntime, ""},
+		{"SANDBOX_MEMORY_MB", c.SandboxMemoryMB, int64(512)},
+		{"SANDBOX_CPUS", c.SandboxCPUs, 1.0},
+		{"SANDBOX_PIDS_LIMIT", c.SandboxPidsLimit, int64(128)},
+		{"POOL_SIZE", c.PoolSize, 4},
+		{"POOL_WARMERS", c.PoolWarmers, 2},
+		{"QUEUE_TIMEOUT_SECONDS", c.QueueTimeoutSeconds, 10.0},
+		{"MAX_QUEUE", c.MaxQueue, 32},
+		{"REPL_ENABLED", c.ReplEnabled, true},
+		{"REPL_WARMUP_TIMEOUT_SECONDS", c.WarmupTimeoutSecs, 60},
+		{"DEFAULT_TIMEOUT_MS", c.DefaultTimeoutMS, int64(30000)},
+		{"MIN_TIMEOUT_MS", c.MinTimeoutMS, int64(100)},
+		{"MAX_TIMEOUT_MS", c.MaxTimeoutMS, int64(300000)},
+		{"STATE_CAPTURE_ON_ERROR", c.StateCaptureOnError, false},
+		{"INSTANCE_ID is the host name", c.InstanceID, host},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigEnv(t *testing.T) {
+	t.Run("values are read", func(t *testing.T) {
+		cleanEnv(t)
+		t.Setenv("POOL_SIZE", "7")
+		t.Setenv("SANDBOX_RUNTIME", "runsc")
+		t.Setenv("API_KEYS", "a,b")
+		t.Setenv("INSTANCE_ID", "kiln-7")
+		t.Setenv("REPL_ENABLED", "false")
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatalf("got %v, want no error", err)
+		}
+		if c.PoolSize != 7 || c.SandboxRuntime != "runsc" || c.InstanceID != "kiln-7" || c.ReplEnabled {
+			t.Errorf("got pool %d runtime %q instance %q repl %v, want 7 runsc kiln-7 false", c.PoolSize, c.SandboxRuntime, c.InstanceID, c.ReplEnabled)
+		}
+		if !slices.Equal(c.APIKeys, []string{"a", "b"}) {
+			t.Errorf("got keys %q, want [a b]", c.APIKeys)
+		}
+	})
+	t.Run("keys file", func(t *testing.T) {
+		cleanEnv(t)
+		path := filepath.Join(t.TempDir(), "keys")
+		if err := os.WriteFile(path, []byte("# ops team\nfile-key-1\n\n  file-key-2  \n#old-key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("API_KEYS", "env-key")
+		t.Setenv("API_KEYS_FILE", path)
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatalf("got %v, want no error", err)
+		}
+		if want := []string{"env-key", "file-key-1", "file-key-2"}; !slices.Equal(c.APIKeys, want) {
+			t.Errorf("got keys %q, want %q", c.APIKeys, want)
+		}
+	})
+	tests := []struct {
+		name, key, value, wantInErr string
+	}{
+		{"missing keys file", "API_KEYS_FILE", "/nonexistent/kiln-keys", "API_KEYS_FILE"},
+		{"not a number", "POOL_SIZE", "four", "POOL_SIZE"},
+		{"not a boolean", "REPL_ENABLED", "sometimes", "REPL_ENABLED"},
+		{"out of range", "POOL_SIZE", "0", "POOL_SIZE must be between 1 and 256, got 0"},
+		{"bad level", "LOG_LEVEL", "loud", `LOG_LEVEL must be debug, info, warn or error, got "loud"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t)
+			t.Setenv(tt.key, tt.value)
+			_, err := LoadConfig()
+			if err == nil || !strings.Contains(err.Error(), tt.wantInErr) {
+				t.Errorf("got error %v, want one containing %q", err, tt.wantInErr)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := defaults(t)
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string // part of the message; "" for a valid config
+	}{
+		{"defaults", func(c *Config) {}, ""},
+		{"pool size 0", func(c *Config) { c.PoolSize = 0 }, "POOL_SIZE must be between 1 and 256, got 0"},
+		{"pool size 257", func(c *Config) { c.PoolSize = 257 }, "POOL_SIZE must be between 1 and 256, got 257"},
+		{"pool size 256", func(c *Config) { c.PoolSize = 256 }, ""},
+		{"warmers 0", func(c *Config) { c.PoolWarmers = 0 }, "POOL_WARMERS must be between 1 and 64, got 0"},
+		{"queue timeout 0", func(c *Config) { c.QueueTimeoutSeconds = 0 }, "QUEUE_TIMEOUT_SECONDS must be above 0"},
+		{"queue timeout 601", func(c *Config) { c.QueueTimeoutSeconds = 601 }, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got 601"},
+		{"queue timeout 0.5", func(c *Config) { c.QueueTimeoutSeconds = 0.5 }, ""},
+		{"negative max queue", func(c *Config) { c.MaxQueue = -1 }, "MAX_QUEUE must not be negative, got -1"},
+		{"warm-up timeout 0", func(c *Config) { c.WarmupTimeoutSecs = 0 }, "REPL_WARMUP_TIMEOUT_SECONDS must be at least 1"},
+		{"memory 63", func(c *Config) { c.SandboxMemoryMB = 63 }, "SANDBOX_MEMORY_MB must be at least 64, got 63"},
+		{"cpus 0", func(c *Config) { c.SandboxCPUs = 0 }, "SANDBOX_CPUS must be above 0"},
+		{"cpus 65", func(c *Config) { c.SandboxCPUs = 65 }, "SANDBOX_CPUS must be above 0 and at most 64, got 65"},
+		{"pids 15", func(c *Config) { c.SandboxPidsLimit = 15 }, "SANDBOX_PIDS_LIMIT must be at least 16, got 15"},
+		{"tmp 0", func(c *Config) { c.SandboxTmpMB = 0 }, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1"},
+		{"tmpfs fills memory", func(c *Config) { c.SandboxMemoryMB, c.SandboxTmpMB, c.SandboxDataMB = 256, 128, 128 }, "SANDBOX_TMP_MB + SANDBOX_DATA_MB (256) must stay below SANDBOX_MEMORY_MB (256)"},
+		{"min timeout 0", func(c *Config) { c.MinTimeoutMS = 0 }, "MIN_TIMEOUT_MS must be at least 1"},
+		{"min over max timeout", func(c *Config) { c.MinTimeoutMS, c.MaxTimeoutMS = 500, 400 }, "MIN_TIMEOUT_MS must be at least 1 and at most MAX_TIMEOUT_MS"},
+		{"default under min", func(c *Config) { c.DefaultTimeoutMS = 50 }, "DEFAULT_TIMEOUT_MS must lie between"},
+		{"default over max", func(c *Config) { c.DefaultTimeoutMS = c.MaxTimeoutMS + 1 }, "DEFAULT_TIMEOUT_MS must lie between"},
+		{"grace 99", func(c *Config) { c.TimeoutGraceMS = 99 }, "TIMEOUT_GRACE_MS must be at least 100, got 99"},
+		{"code 0", func(c *Config) { c.MaxCodeKB = 0 }, "MAX_CODE_KB must be at least 1"},
+		{"output 0", func(c *Config) { c.MaxOutputKB = 0 }, "MAX_OUTPUT_KB must be at least 1"},
+		{"state 0", func(c *Config) { c.StateMaxSizeMB = 0 }, "STATE_MAX_SIZE_MB must be at least 1"},
+		{"raw state under state", func(c *Config) { c.StateMaxSizeMB, c.StateMaxRawMB = 64, 32 }, "STATE_MAX_RAW_MB at least as large"},
+		{"file 0", func(c *Config) { c.MaxFileSizeMB = 0 }, "MAX_FILE_SIZE_MB must be at least 1"},
+		{"negative output files", func(c *Config) { c.MaxOutputFiles = -1 }, "MAX_OUTPUT_FILES must not be negative"},
+		{"negative shutdown grace", func(c *Config) { c.ShutdownGraceSeconds = -1 }, "SHUTDOWN_GRACE_SECONDS must not be negative"},
+		{"empty image", func(c *Config) { c.SandboxImage = "" }, "SANDBOX_IMAGE must not be empty"},
+		{"unknown runtime", func(c *Config) { c.SandboxRuntime = "kata" }, `SANDBOX_RUNTIME must be empty, runc or runsc, got "kata"`},
+		{"runc", func(c *Config) { c.SandboxRuntime = "runc" }, ""},
+		{"runsc", func(c *Config) { c.SandboxRuntime = "runsc" }, ""},
+		{"bad log level", func(c *Config) { c.LogLevel = "verbose" }, `LOG_LEVEL must be debug, info, warn or error, got "verbose"`},
+		{"log level debug", func(c *Config) { c.LogLevel = "debug" }, ""},
+		{"log level WARN", func(c *Config) { c.LogLevel = "WARN" }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("got %v, want no error", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigValidateAllErrors checks that every problem is reported at once, one per
+// line, rather than only the first.
+func TestConfigValidateAllErrors(t *testing.T) {
+	c := defaults(t)
+	c.PoolSize = 0
+	c.SandboxImage = ""
+	c.LogLevel = "x"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("got no error, want three")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 3 {
+		t.Errorf("got %d lines %q, want 3", len(lines), lines)
+	}
+}

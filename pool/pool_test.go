@@ -1,0 +1,498 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWarmsToSize(t *testing.T) {
+	for _, size := range []int{1, 3} {
+		t.Run("", func(t *testing.T) {
+			f := &fakeFactory{}
+			obs := &fakeObserver{}
+			p := newTestPool(t, testConfig(size), f, obs)
+			waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == size })
+			time.Sleep(20 * time.Millisecond) // time to over-warm, if it were going to
+			st := p.Stats()
+			_, starts, _, _ := f.snapshot()
+			if starts != size || st.Counts.Created != int64(size) || st.Ready != size {
+				t.Errorf("got %d starts, %d created, %d ready, want %d each", starts, st.Counts.Created, st.Ready, size)
+			}
+			if st.Target != size || st.Warming != 0 || st.InUse != 0 {
+				t.Errorf("got target %d warming %d in use %d, want %d 0 0", st.Target, st.Warming, st.InUse, size)
+			}
+			if len(st.Sandboxes) != size || st.Sandboxes[0].State != "ready" {
+				t.Errorf("got sandboxes %+v, want %d ready", st.Sandboxes, size)
+			}
+			if !p.CanServe() {
+				t.Errorf("got CanServe false with a ready sandbox, want true")
+			}
+			if got := obs.warmed.Load(); got != int32(size) {
+				t.Errorf("got %d Warmed events, want %d", got, size)
+			}
+		})
+	}
+}
+
+// TestCheckoutRelease checks that checkouts get distinct sandboxes, that a sandbox is
+// not removed while checked out, and that each is removed exactly once after Release.
+func TestCheckoutRelease(t *testing.T) {
+	f := &fakeFactory{}
+	p := newTestPool(t, testConfig(2), f, nil)
+	seen := map[string]bool{}
+	var held []*fakeSandbox
+	for range 5 {
+		sb := checkout(t, p)
+		if seen[sb.id] {
+			t.Fatalf("got %s twice, want a fresh sandbox every time", sb.id)
+		}
+		seen[sb.id] = true
+		held = append(held, sb)
+	}
+	if got := p.Stats().InUse; got != 5 {
+		t.Errorf("got %d in use, want 5", got)
+	}
+	for _, sb := range held {
+		if n := sb.removes.Load(); n != 0 {
+			t.Errorf("%s: got %d removals while checked out, want 0", sb.id, n)
+		}
+	}
+	for _, sb := range held {
+		p.Release(sb)
+	}
+	waitFor(t, "removals", func() bool { return p.Stats().Counts.Removed == 5 })
+	if got := p.Stats().InUse; got != 0 {
+		t.Errorf("got %d in use after release, want 0", got)
+	}
+	for _, sb := range held {
+		if n := sb.removes.Load(); n != 1 {
+			t.Errorf("%s: got %d removals after release, want 1", sb.id, n)
+		}
+	}
+	waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
+}
+
+// TestNeverTwice runs many concurrent checkouts; run it under -race.
+func TestNeverTwice(t *testing.T) {
+	f := &fakeFactory{}
+	cfg := testConfig(3)
+	cfg.MaxQueue = 100
+	p := New[*fakeSandbox](cfg, f, discard(), nil)
+	var (
+		mu   sync.Mutex
+		seen = map[*fakeSandbox]int{}
+		wg   sync.WaitGroup
+	)
+	for range 20 {
+		wg.Go(func() {
+			for range 5 {
+				sb, err := p.Checkout(context.Background())
+				if err != nil {
+					t.Errorf("Checkout: got error %v, want a sandbox", err)
+					return
+				}
+				mu.Lock()
+				seen[sb]++
+				mu.Unlock()
+				p.Release(sb)
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: got %v, want nil", err)
+	}
+	if len(seen) != 100 {
+		t.Errorf("got %d distinct sandboxes for 100 checkouts, want 100", len(seen))
+	}
+	for sb, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: handed out %d times, want once", sb.id, n)
+		}
+	}
+	checkRemovedOnce(t, f)
+	st := p.Stats()
+	if st.InUse != 0 || st.Ready != 0 {
+		t.Errorf("got %d in use and %d ready after Close, want 0 and 0", st.InUse, st.Ready)
+	}
+}
+
+func TestCheckoutErrors(t *testing.T) {
+	t.Run("queue full", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{})}
+		cfg := testConfig(1)
+		cfg.MaxQueue = 1
+		p := newTestPool(t, cfg, f, nil)
+		first := goCheckout(t, p, context.Background())
+		start := time.Now()
+		_, err := p.Checkout(context.Background())
+		if !errors.Is(err, ErrQueueFull) {
+			t.Errorf("got error %v, want ErrQueueFull", err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("got ErrQueueFull after %v, want it at once", d)
+		}
+		f.gate <- struct{}{}
+		if r := receive(t, first); r.err != nil {
+			t.Errorf("first checkout: got error %v, want a sandbox", r.err)
+		} else {
+			p.Release(r.sb)
+		}
+	})
+	t.Run("no queue", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{})}
+		cfg := testConfig(1)
+		cfg.MaxQueue = 0
+		p := newTestPool(t, cfg, f, nil)
+		if _, err := p.Checkout(context.Background()); !errors.Is(err, ErrQueueFull) {
+			t.Errorf("got error %v, want ErrQueueFull", err)
+		}
+	})
+	t.Run("queue timeout", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{})}
+		cfg := testConfig(1)
+		cfg.QueueTimeout = 30 * time.Millisecond
+		obs := &fakeObserver{}
+		p := newTestPool(t, cfg, f, obs)
+		start := time.Now()
+		_, err := p.Checkout(context.Background())
+		d := time.Since(start)
+		if !errors.Is(err, ErrTimeout) {
+			t.Errorf("got error %v, want ErrTimeout", err)
+		}
+		if d < 30*time.Millisecond || d > time.Second {
+			t.Errorf("got ErrTimeout after %v, want it after about 30ms", d)
+		}
+		if got := p.Stats().Waiting; got != 0 {
+			t.Errorf("got %d waiting after the timeout, want 0", got)
+		}
+		if got := obs.waited.Load(); got != 1 {
+			t.Errorf("got %d Waited events, want 1", got)
+		}
+	})
+	t.Run("context cancelled", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{})}
+		p := newTestPool(t, testConfig(1), f, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := goCheckout(t, p, ctx)
+		cancel()
+		if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+			t.Errorf("got error %v, want context.Canceled", r.err)
+		}
+		if got := p.Stats().Waiting; got != 0 {
+			t.Errorf("got %d waiting after the cancel, want 0", got)
+		}
+		// The pool still works: the next sandbox goes to the next caller.
+		next := goCheckout(t, p, context.Background())
+		f.gate <- struct{}{}
+		if r := receive(t, next); r.err != nil {
+			t.Errorf("got error %v after a cancelled checkout, want a sandbox", r.err)
+		} else {
+			p.Release(r.sb)
+		}
+	})
+	t.Run("context already done", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{})}
+		p := newTestPool(t, testConfig(1), f, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		if _, err := p.Checkout(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("got error %v, want context.DeadlineExceeded", err)
+		}
+	})
+}
+
+// TestFIFO checks that waiting checkouts are served in the order they arrived.
+func TestFIFO(t *testing.T) {
+	f := &fakeFactory{gate: make(chan struct{})}
+	cfg := testConfig(1)
+	cfg.Warmers = 1
+	p := newTestPool(t, cfg, f, nil)
+	var waiters []<-chan result
+	for range 3 {
+		waiters = append(waiters, goCheckout(t, p, context.Background()))
+	}
+	for i, ch := range waiters {
+		f.gate <- struct{}{}
+		r := receive(t, ch)
+		if r.err != nil {
+			t.Fatalf("waiter %d: got error %v, want a sandbox", i, r.err)
+		}
+		for j, later := range waiters[i+1:] {
+			select {
+			case r := <-later:
+				t.Fatalf("waiter %d served before waiter %d (%v)", i+1+j, i, r)
+			default:
+			}
+		}
+		p.Release(r.sb)
+	}
+}
+
+func TestDeadSandboxes(t *testing.T) {
+	t.Run("swept from the pool and replaced", func(t *testing.T) {
+		f := &fakeFactory{}
+		p := newTestPool(t, testConfig(2), f, nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		made, _, _, _ := f.snapshot()
+		made[0].die()
+		// The refill loop sweeps on its own ticker, within about a second.
+		waitFor(t, "the sweep", func() bool { return p.Stats().Counts.Died == 1 })
+		waitFor(t, "the replacement", func() bool { return p.Stats().Ready == 2 })
+		waitFor(t, "the removal", func() bool { return made[0].removes.Load() == 1 })
+		_, starts, _, _ := f.snapshot()
+		if starts != 3 {
+			t.Errorf("got %d starts, want 3", starts)
+		}
+		for range 2 {
+			if sb := checkout(t, p); sb == made[0] {
+				t.Errorf("got the dead sandbox from Checkout, want a live one")
+			}
+		}
+	})
+	t.Run("skipped by checkout", func(t *testing.T) {
+		f := &fakeFactory{}
+		cfg := testConfig(1)
+		p := newTestPool(t, cfg, f, nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 1 })
+		made, _, _, _ := f.snapshot()
+		made[0].die()
+		if st := p.Stats(); len(st.Sandboxes) == 1 && st.Sandboxes[0].State != "dead" {
+			t.Errorf("got state %q for a dead sandbox, want dead", st.Sandboxes[0].State)
+		}
+		sb := checkout(t, p)
+		if sb == made[0] {
+			t.Fatalf("got the dead sandbox, want a live one")
+		}
+		p.Release(sb)
+		if got := p.Stats().Counts.Died; got != 1 {
+			t.Errorf("got %d died, want 1", got)
+		}
+		waitFor(t, "the removal", func() bool { return made[0].removes.Load() == 1 })
+	})
+}
+
+func TestFactoryFailures(t *testing.T) {
+	f := &fakeFactory{failing: true}
+	obs := &fakeObserver{}
+	cfg := testConfig(2)
+	cfg.Warmers = 1
+	p := newTestPool(t, cfg, f, obs)
+	waitFor(t, "failures", func() bool { return p.Stats().Counts.Failed >= 3 })
+	st := p.Stats()
+	if st.LastError == "" {
+		t.Errorf("got no last error while failing, want %q", errFactory)
+	}
+	if p.CanServe() {
+		t.Errorf("got CanServe true while every warm-up fails, want false")
+	}
+	if obs.warmFailed.Load() < 3 {
+		t.Errorf("got %d WarmFailed events, want at least 3", obs.warmFailed.Load())
+	}
+
+	f.setFailing(false)
+	waitFor(t, "recovery", func() bool { return p.Stats().Ready == 2 })
+	st = p.Stats()
+	if st.LastError != "" {
+		t.Errorf("got last error %q after a success, want none", st.LastError)
+	}
+	if !p.CanServe() {
+		t.Errorf("got CanServe false after recovery, want true")
+	}
+
+	// Backoff: no warm-up starts before BackoffMin<<(n-1) (capped at BackoffMax)
+	// has passed since the n-th consecutive failure.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, failed := range f.failedAt {
+		if i+1 >= len(f.startedAt) {
+			break
+		}
+		want := min(cfg.BackoffMin<<min(i, 16), cfg.BackoffMax)
+		if gap := f.startedAt[i+1].Sub(failed); gap < want {
+			t.Errorf("failure %d: next start after %v, want at least %v", i+1, gap, want)
+		}
+	}
+}
+
+// TestCanServeBeforeFirstSuccess checks that a pool that has never made a sandbox does
+// not claim it can serve just because a warm-up is under way.
+func TestCanServeBeforeFirstSuccess(t *testing.T) {
+	f := &fakeFactory{gate: make(chan struct{})}
+	p := newTestPool(t, testConfig(1), f, nil)
+	waitFor(t, "a warm-up", func() bool { return p.Stats().Warming == 1 })
+	if p.CanServe() {
+		t.Errorf("got CanServe true before any sandbox was made, want false")
+	}
+	f.gate <- struct{}{}
+	waitFor(t, "the sandbox", func() bool { return p.Stats().Ready == 1 })
+	if !p.CanServe() {
+		t.Errorf("got CanServe false with a ready sandbox, want true")
+	}
+}
+
+func TestWarmupTimeout(t *testing.T) {
+	f := &fakeFactory{gate: make(chan struct{})} // never opened: every Start hangs
+	cfg := testConfig(1)
+	cfg.WarmupTimeout = 10 * time.Millisecond
+	p := newTestPool(t, cfg, f, nil)
+	waitFor(t, "a timed-out warm-up", func() bool { return p.Stats().Counts.Failed >= 1 })
+	if st := p.Stats(); st.LastError == "" {
+		t.Errorf("got no last error after a warm-up timeout, want one")
+	}
+}
+
+func TestWarmersCap(t *testing.T) {
+	f := &fakeFactory{gate: make(chan struct{})}
+	cfg := testConfig(6)
+	cfg.Warmers = 2
+	p := newTestPool(t, cfg, f, nil)
+	waitFor(t, "warm-ups", func() bool { _, _, active, _ := f.snapshot(); return active == 2 })
+	time.Sleep(20 * time.Millisecond)
+	if _, starts, _, _ := f.snapshot(); starts != 2 {
+		t.Errorf("got %d Start calls with 2 warmers blocked, want 2", starts)
+	}
+	if got := p.Stats().Warming; got != 2 {
+		t.Errorf("got %d warming, want 2", got)
+	}
+	close(f.gate)
+	waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 6 })
+	if _, _, _, maxActive := f.snapshot(); maxActive != 2 {
+		t.Errorf("got %d Start calls at once, want at most and at least 2", maxActive)
+	}
+}
+
+// TestWaitersWarmPastSize checks that checkouts waiting beyond the pool's size get
+// warm-ups of their own.
+func TestWaitersWarmPastSize(t *testing.T) {
+	f := &fakeFactory{}
+	cfg := testConfig(1)
+	cfg.Warmers = 4
+	p := newTestPool(t, cfg, f, nil)
+	var held []*fakeSandbox
+	for range 4 {
+		held = append(held, checkout(t, p))
+	}
+	for _, sb := range held {
+		p.Release(sb)
+	}
+	checkRemovedSoon(t, held)
+}
+
+func checkRemovedSoon(t *testing.T, sbs []*fakeSandbox) {
+	t.Helper()
+	for _, sb := range sbs {
+		waitFor(t, sb.id+" removed", func() bool { return sb.removes.Load() == 1 })
+	}
+}
+
+func TestRemoveFailureCountsLeaked(t *testing.T) {
+	f := &fakeFactory{removeErr: errors.New("daemon gone")}
+	obs := &fakeObserver{}
+	p := newTestPool(t, testConfig(1), f, obs)
+	sb := checkout(t, p)
+	p.Release(sb)
+	waitFor(t, "the leak count", func() bool { return p.Stats().Counts.Leaked == 1 })
+	if got := p.Stats().Counts.Removed; got != 0 {
+		t.Errorf("got %d removed, want 0 when removal failed", got)
+	}
+	waitFor(t, "the Removed event", func() bool { return obs.removed.Load() >= 1 })
+}
+
+func TestClose(t *testing.T) {
+	t.Run("fails waiters, cancels warm-ups, idempotent", func(t *testing.T) {
+		f := &fakeFactory{gate: make(chan struct{}, 2)}
+		f.gate <- struct{}{}
+		f.gate <- struct{}{}
+		cfg := testConfig(2)
+		cfg.QueueTimeout = 10 * time.Second
+		p := New[*fakeSandbox](cfg, f, discard(), nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		held := []*fakeSandbox{checkout(t, p), checkout(t, p)}
+		// The replacement warm-ups hang on the gate; this checkout waits for them.
+		waiter := goCheckout(t, p, context.Background())
+
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Fatalf("Close: got %v, want nil", err)
+		}
+		if r := receive(t, waiter); !errors.Is(r.err, ErrClosed) {
+			t.Errorf("waiter: got error %v, want ErrClosed", r.err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Close took %v with a hanging warm-up, want it cancelled", d)
+		}
+		made, _, _, _ := f.snapshot()
+		for _, sb := range made {
+			if n := sb.removes.Load(); n != 0 {
+				t.Errorf("%s: got %d removals of a checked-out sandbox after Close, want 0", sb.id, n)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("second Close: got %v, want nil", err)
+		}
+		if _, err := p.Checkout(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Checkout after Close: got %v, want ErrClosed", err)
+		}
+		if p.CanServe() {
+			t.Errorf("got CanServe true after Close, want false")
+		}
+		// A sandbox released after Close is still removed.
+		p.Release(held[0])
+		p.Release(held[1])
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("third Close: got %v, want nil", err)
+		}
+		checkRemovedOnce(t, f)
+	})
+	t.Run("waits for removals", func(t *testing.T) {
+		f := &fakeFactory{removeFor: 50 * time.Millisecond}
+		p := New[*fakeSandbox](testConfig(2), f, discard(), nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatalf("Close: got %v, want nil", err)
+		}
+		checkRemovedOnce(t, f) // Remove counts at its end: Close waited for it
+		if got := p.Stats().Counts.Removed; got != 2 {
+			t.Errorf("got %d removed after Close, want 2", got)
+		}
+	})
+	t.Run("waits for a release during Close", func(t *testing.T) {
+		f := &fakeFactory{removeFor: 100 * time.Millisecond}
+		p := New[*fakeSandbox](testConfig(2), f, discard(), nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		held := checkout(t, p)
+		closed := make(chan error, 1)
+		go func() { closed <- p.Close(context.Background()) }()
+		time.Sleep(20 * time.Millisecond) // Close is waiting for the ready sandbox's removal
+		p.Release(held)
+		if err := <-closed; err != nil {
+			t.Fatalf("Close: got %v, want nil", err)
+		}
+		if n := held.removes.Load(); n != 1 {
+			t.Errorf("got %d removals of the sandbox released during Close when it returned, want 1", n)
+		}
+		checkRemovedOnce(t, f)
+	})
+	t.Run("gives up at its context", func(t *testing.T) {
+		f := &fakeFactory{removeFor: 500 * time.Millisecond}
+		p := New[*fakeSandbox](testConfig(1), f, discard(), nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: got %v, want context.DeadlineExceeded", err)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Errorf("second Close: got %v, want nil", err)
+		}
+		checkRemovedOnce(t, f)
+	})
+}
