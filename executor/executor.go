@@ -149,13 +149,16 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	execStart := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, req.Timeout+e.limits.Grace)
 	raw, err := sb.Exchange(hctx, payload)
+	// The write deadline can fire a moment before the context's timer: either way the
+	// hard deadline passed.
+	deadlinePassed := hctx.Err() != nil
 	cancel()
 	res.ExecTime = time.Since(execStart)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the caller left; the deferred release removes the sandbox
-	case errors.Is(err, context.DeadlineExceeded):
+	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
 		res.State = req.State
 		e.log.Info("hard deadline: sandbox killed", "container", short(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
@@ -201,6 +204,9 @@ func (e *Executor) exited(sb Sandbox, res *Result) *Result {
 	}
 	if oom {
 		return fail(res, StatusOOM, 137, "Out of memory")
+	}
+	if code < 0 {
+		return fail(res, StatusSandboxDied, 1, "Sandbox exited (exit code unknown)")
 	}
 	return fail(res, StatusSandboxDied, code, fmt.Sprintf("Sandbox exited with code %d", code))
 }

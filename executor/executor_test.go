@@ -242,7 +242,7 @@ func TestRun(t *testing.T) {
 				exchange: func(context.Context, protocol.Request) ([]byte, error) { return nil, docker.ErrExited },
 				exitCode: -1, exitErr: errors.New("inspect failed"),
 			},
-			wantStatus: StatusSandboxDied, wantExit: -1, wantError: "Sandbox exited with code -1", wantState: "old namespace",
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox exited (exit code unknown)", wantState: "old namespace",
 		},
 		{
 			name:       "malformed response",
