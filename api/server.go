@@ -95,6 +95,7 @@ func (s *Server) mount(r chi.Router) {
 	r.Get("/health", s.live)
 	r.Get("/health/live", s.live)
 	r.Get("/health/ready", s.ready)
+	r.Get("/openapi.json", s.openAPI)
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireKey)
