@@ -36,7 +36,7 @@ func TestComposeDeployment(t *testing.T) {
 	project, instance, image := "kilntest"+suffix, "compose-test-"+suffix, "kiln:compose-test-"+suffix
 	const key = "compose-test-key"
 	envFile := filepath.Join(t.TempDir(), "kiln.env")
-	vars := "API_KEYS=" + key + "\nPOOL_SIZE=1\nLOG_LEVEL=debug\nSANDBOX_IMAGE=kiln-python:latest\n"
+	vars := "API_KEYS=" + key + "\nPOOL_SIZE=1\nQUEUE_TIMEOUT_SECONDS=60\nLOG_LEVEL=debug\nSANDBOX_IMAGE=kiln-python:latest\n"
 	if err := os.WriteFile(envFile, []byte(vars), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func dashboard(t *testing.T, s *kilntest.Server) {
 
 	dom := browse(t, page+"#key="+s.Key, "")
 	for id, want := range map[string]string{
-		"pool-target": "2",
+		"pool-target": "3",
 		"exec-total":  "3",
 		"status":      "(ok|degraded)",
 	} {

@@ -22,7 +22,9 @@ import (
 // TestLiveServer runs one kiln and checks its operational surface against it: the key
 // on /metrics, the metric names the deploy/ configuration queries, and the dashboard.
 func TestLiveServer(t *testing.T) {
-	s := start(t, "POOL_SIZE=2")
+	// Three warm sandboxes for three runs, and a long queue timeout: on a loaded machine a
+	// refill can take longer than the default 10s.
+	s := start(t, "POOL_SIZE=3", "QUEUE_TIMEOUT_SECONDS=60")
 	execOK(t, s, "print(1)", "ok")
 	execOK(t, s, "print(2)", "ok")
 	execOK(t, s, "1/0", "error")
@@ -46,8 +48,8 @@ func TestLiveServer(t *testing.T) {
 
 	t.Run("configuration queries live metrics", func(t *testing.T) {
 		families := scrape(t, s)
-		if got := value(families["kiln_pool_target"]); got != 2 {
-			t.Errorf("kiln_pool_target = %v, want 2", got)
+		if got := value(families["kiln_pool_target"]); got != 3 {
+			t.Errorf("kiln_pool_target = %v, want 3", got)
 		}
 		root := kilntest.Root()
 		exprs := grafanaExprs(t, filepath.Join(root, "deploy/grafana/dashboards/kiln.json"))

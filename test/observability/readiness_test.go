@@ -26,7 +26,7 @@ func TestReadinessFollowsTheDaemon(t *testing.T) {
 		t.Skip("freezes the shared Docker daemon; skipped with -short")
 	}
 	pid := dockerdPID(t)
-	s := start(t, "POOL_SIZE=1")
+	s := start(t, "POOL_SIZE=1", "QUEUE_TIMEOUT_SECONDS=60")
 
 	// Whatever happens to this process (a panic, a timeout, a kill), a detached
 	// watchdog resumes the daemon after maxFreeze.
