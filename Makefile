@@ -4,7 +4,7 @@ GO ?= go
 IMAGE ?= kiln-python:latest
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build run test test-unit test-image image docker redis lint bench clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-unit test-image image docker redis lint bench clean chromium compose-up compose-down
 
 all: build
 
@@ -36,6 +36,10 @@ run: build image
 test: docker redis chromium image lint
 	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 	images/test.sh
+
+## test-runsc: the black-box and fault suites again with every sandbox under gVisor (runsc)
+test-runsc: docker redis image
+	KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/
 
 ## test-unit: the tests that need no Docker
 test-unit:

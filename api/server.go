@@ -46,6 +46,7 @@ type Config struct {
 	Observer       Observer
 	Metrics        http.Handler // served at /metrics (behind the key) when set
 	Stats          StatsSource  // feeds GET /stats, the dashboard's data, when set
+	RateLimit      RateLimit    // per-caller limits; zero values are off
 }
 
 // Server is kiln's HTTP handler.
@@ -63,6 +64,7 @@ type Server struct {
 	obs       Observer
 	metrics   http.Handler
 	stats     StatsSource
+	limiter   *limiter
 	router    chi.Router
 }
 
@@ -72,7 +74,7 @@ func New(cfg Config) *Server {
 		keys: cfg.Keys, run: cfg.Runner, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
-		stats: cfg.Stats,
+		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit),
 	}
 	if s.keys == nil {
 		s.keys = &Keys{}
@@ -101,17 +103,21 @@ func (s *Server) mount(r chi.Router) {
 		r.Use(s.requireKey)
 		r.Get("/health/detailed", s.detailed)
 		s.mountMonitoring(r)
-		r.Post("/exec", s.exec)
-		r.Post("/upload", s.upload)
-		r.Get("/files/{session_id}", s.listFiles)
-		r.Delete("/files/{session_id}/{file_id}", s.deleteFile)
-		r.Get("/download/{session_id}/{file_id}", s.download)
-		r.Get("/state/{session_id}", s.getState)
-		r.Post("/state/{session_id}", s.putState)
-		r.Get("/state/{session_id}/info", s.stateInfo)
-		r.Delete("/state/{session_id}", s.deleteState)
-		r.Get("/sessions/{session_id}", s.getSession)
-		r.Delete("/sessions/{session_id}", s.deleteSession)
+		// The execution and data routes count against the caller's rate limit.
+		r.Group(func(r chi.Router) {
+			r.Use(s.limitRate)
+			r.With(s.limitConcurrency).Post("/exec", s.exec)
+			r.Post("/upload", s.upload)
+			r.Get("/files/{session_id}", s.listFiles)
+			r.Delete("/files/{session_id}/{file_id}", s.deleteFile)
+			r.Get("/download/{session_id}/{file_id}", s.download)
+			r.Get("/state/{session_id}", s.getState)
+			r.Post("/state/{session_id}", s.putState)
+			r.Get("/state/{session_id}/info", s.stateInfo)
+			r.Delete("/state/{session_id}", s.deleteState)
+			r.Get("/sessions/{session_id}", s.getSession)
+			r.Delete("/sessions/{session_id}", s.deleteSession)
+		})
 	})
 }
 

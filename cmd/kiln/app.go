@@ -34,6 +34,7 @@ type Main struct {
 	server   *http.Server
 	listener net.Listener
 	draining atomic.Bool
+	inflight inflight // executions under way, for the drain
 	served   chan error
 
 	closeOnce sync.Once
@@ -113,6 +114,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Observer:       met,
 		Metrics:        met.Handler(),
 		Stats:          met,
+		RateLimit:      api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -144,6 +146,16 @@ func (m *Main) Close(ctx context.Context) error {
 		if m.server != nil {
 			grace := time.Duration(m.cfg.ShutdownGraceSeconds) * time.Second
 			sctx, cancel := context.WithTimeout(ctx, grace)
+			// The listener stays open while executions finish, so that new ones are
+			// answered 503 (drainGuard) rather than refused; then Shutdown closes it
+			// and waits for the remaining handlers within what is left of the grace.
+			m.server.SetKeepAlivesEnabled(false)
+			if n := m.inflight.count(); n > 0 {
+				m.log.Info("waiting for in-flight executions", "count", n)
+			}
+			if err := m.inflight.wait(sctx); err != nil {
+				m.log.Warn("grace period over with executions still running", "count", m.inflight.count())
+			}
 			if err := m.server.Shutdown(sctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 				_ = m.server.Close()
@@ -163,6 +175,13 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 		}
 		if m.docker != nil {
+			// A removal that failed while the daemon was away left its container
+			// behind; every container of this instance is kiln's to remove now.
+			if n, err := m.docker.RemoveOrphans(ctx, m.cfg.InstanceID); err != nil {
+				errs = append(errs, fmt.Errorf("final sweep: %w", err))
+			} else if n > 0 {
+				m.log.Warn("removed sandboxes left behind by failed removals", "count", n)
+			}
 			errs = append(errs, m.docker.Close())
 		}
 		m.closeErr = errors.Join(errs...)
@@ -296,8 +315,55 @@ type drainGuard struct {
 }
 
 func (d drainGuard) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	// Counted before the check: Close sets draining before it waits for the count, so
+	// an execution that passes the check is always waited for.
+	d.m.inflight.add(1)
+	defer d.m.inflight.add(-1)
 	if d.m.draining.Load() {
 		return nil, errShuttingDown
 	}
 	return d.next.Run(ctx, req)
+}
+
+// inflight counts executions under way and lets Close wait until there are none.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while nobody waits
+}
+
+func (f *inflight) add(delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += delta
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *inflight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// wait returns nil once nothing is in flight, or ctx's error.
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -53,6 +53,9 @@ type Config struct {
 	MaxUploadMB        int64   `envconfig:"MAX_UPLOAD_MB" default:"100"`
 
 	ShutdownGraceSeconds int `envconfig:"SHUTDOWN_GRACE_SECONDS" default:"30"`
+
+	RateLimitPerMinute  int `envconfig:"RATE_LIMIT_PER_MINUTE" default:"0"`
+	MaxConcurrentPerKey int `envconfig:"MAX_CONCURRENT_PER_KEY" default:"0"`
 }
 
 // LoadConfig reads the environment and checks every value, naming the variable at
@@ -114,6 +117,8 @@ func (c Config) Validate() error {
 	check(c.MaxUploadMB >= c.MaxFileSizeMB, "MAX_UPLOAD_MB (%d) must be at least MAX_FILE_SIZE_MB (%d)", c.MaxUploadMB, c.MaxFileSizeMB)
 	check(c.RedisURL != "" || c.DataDir != "", "DATA_DIR must not be empty when REDIS_URL is not set")
 	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
+	check(c.RateLimitPerMinute >= 0, "RATE_LIMIT_PER_MINUTE must not be negative (0 turns it off), got %d", c.RateLimitPerMinute)
+	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
 	var lvl slog.Level

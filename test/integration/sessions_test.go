@@ -307,7 +307,9 @@ func TestTwoInstancesShareRedis(t *testing.T) {
 	url := kilntest.StartRedis(t)
 	var servers []*kilntest.Server
 	for i := 0; i < 2; i++ {
-		s, err := kilntest.Start(kilntest.Options{Env: []string{"POOL_SIZE=1", "REDIS_URL=" + url}})
+		// Each instance's one sandbox is refilled while the other serves: under gVisor a
+		// warm-up can outlast the default 10s queue timeout on a busy machine.
+		s, err := kilntest.Start(kilntest.Options{Env: []string{"POOL_SIZE=1", "REDIS_URL=" + url, "QUEUE_TIMEOUT_SECONDS=90"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,4 +356,3 @@ func TestWithoutWarmREPL(t *testing.T) {
 		t.Errorf("os._exit(5): %q %d", died.Status, died.ExitCode)
 	}
 }
-

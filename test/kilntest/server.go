@@ -49,6 +49,16 @@ func Binary() (string, error) {
 	return binary, buildErr
 }
 
+// Runtime returns the sandbox runtime the tests run under: KILN_TEST_RUNTIME, or
+// "runc" when it is unset. Start passes it to kiln as SANDBOX_RUNTIME unless a test
+// sets that itself.
+func Runtime() string {
+	if rt := os.Getenv("KILN_TEST_RUNTIME"); rt != "" {
+		return rt
+	}
+	return "runc"
+}
+
 // Server is a kiln process started for a test.
 type Server struct {
 	URL      string
@@ -87,6 +97,10 @@ func Start(opts Options) (*Server, error) {
 	defaults := map[string]string{
 		"LISTEN_ADDR": "127.0.0.1:0", "INSTANCE_ID": instance, "POOL_SIZE": "2",
 		"LOG_LEVEL": "debug", "SHUTDOWN_GRACE_SECONDS": "20",
+	}
+	// KILN_TEST_RUNTIME runs a whole suite's sandboxes under another runtime (runsc).
+	if rt := Runtime(); rt != "runc" {
+		defaults["SANDBOX_RUNTIME"] = rt
 	}
 	for _, kv := range opts.Env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// clock is a hand-turned clock for the limiter.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func TestLimiterAllow(t *testing.T) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(RateLimit{PerMinute: 3, Now: c.now})
+	steps := []struct {
+		advance  time.Duration
+		key      string
+		want     bool
+		wantWait time.Duration
+	}{
+		{0, "a", true, 0},
+		{0, "a", true, 0},
+		{0, "a", true, 0},
+		{0, "a", false, 20 * time.Second}, // 3 a minute: one token every 20s
+		{0, "b", true, 0},                 // another caller has its own budget
+		{5 * time.Second, "a", false, 15 * time.Second},
+		{15 * time.Second, "a", true, 0},
+		{0, "a", false, 20 * time.Second},
+		{2 * time.Minute, "a", true, 0}, // refilled, but never past the burst of 3
+		{0, "a", true, 0},
+		{0, "a", true, 0},
+		{0, "a", false, 20 * time.Second},
+	}
+	for i, st := range steps {
+		c.advance(st.advance)
+		ok, wait := l.allow(st.key)
+		if ok != st.want || wait.Round(time.Millisecond) != st.wantWait {
+			t.Errorf("step %d (%s): got allow %v wait %s, want %v %s", i, st.key, ok, wait, st.want, st.wantWait)
+		}
+	}
+}
+
+func TestLimiterConcurrency(t *testing.T) {
+	l := newLimiter(RateLimit{Concurrent: 2})
+	r1, ok1 := l.acquire("a")
+	r2, ok2 := l.acquire("a")
+	_, ok3 := l.acquire("a")
+	rb, okb := l.acquire("b")
+	if !ok1 || !ok2 || ok3 || !okb {
+		t.Fatalf("got %v %v %v (b %v), want true true false (b true)", ok1, ok2, ok3, okb)
+	}
+	r1()
+	r1() // a second release must not free a slot it does not hold
+	r4, ok4 := l.acquire("a")
+	_, ok5 := l.acquire("a")
+	if !ok4 || ok5 {
+		t.Errorf("after one release: got %v %v, want true false", ok4, ok5)
+	}
+	r2()
+	r4()
+	rb()
+}
+
+// Callers that have gone quiet are forgotten, and a flood of new callers cannot grow
+// the table past its bound.
+func TestLimiterForgetsIdleCallers(t *testing.T) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(RateLimit{PerMinute: 60, Concurrent: 1, MaxCallers: 100, Now: c.now})
+	busy, _ := l.acquire("busy")
+	for i := range 50 {
+		l.allow(fmt.Sprint("quiet-", i))
+	}
+	if got := l.size(); got != 51 {
+		t.Fatalf("tracking %d callers, want 51", got)
+	}
+	c.advance(2 * time.Minute)
+	l.allow("new") // the first new caller after sweepEvery triggers a sweep
+	if got := l.size(); got != 2 {
+		t.Errorf("after two idle minutes tracking %d callers, want 2 (busy, new)", got)
+	}
+	for i := range 1000 {
+		l.allow(fmt.Sprint("flood-", i))
+	}
+	if got := l.size(); got > 100 {
+		t.Errorf("tracking %d callers, want at most 100", got)
+	}
+	if _, ok := l.acquire("busy"); ok {
+		t.Errorf("the caller with a run in flight was forgotten: got a second slot")
+	}
+	busy()
+}
+
+func TestCallerKey(t *testing.T) {
+	tests := []struct {
+		remote, owner, want string
+	}{
+		{"192.0.2.7:4321", "", "addr:192.0.2.7"},
+		{"192.0.2.7:4321", "abcd", "key:abcd"},
+		{"[2001:db8:1:2:3:4:5:6]:80", "", "net:2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::1]:80", "", "net:2001:db8:1:2::/64"},
+		{"[::ffff:192.0.2.7]:80", "", "addr:192.0.2.7"},
+		{"not-an-address", "", "addr:not-an-address"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.owner != "" {
+			r = r.WithContext(context.WithValue(r.Context(), keyRequest, &reqInfo{owner: tt.owner}))
+		}
+		if got := callerKey(r); got != tt.want {
+			t.Errorf("callerKey(%q, owner %q) = %q, want %q", tt.remote, tt.owner, got, tt.want)
+		}
+	}
+}

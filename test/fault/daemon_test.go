@@ -1,0 +1,147 @@
+package fault
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+const dockerPIDFile = "/var/run/docker.pid"
+
+// The Docker daemon restarts under load (case 23): no call hangs (each answers 200 or
+// 503 within its bound), readiness goes 503 and comes back to 200 without help,
+// executions work again, and nothing of the instance is left after Stop.
+//
+// It stops the daemon deploy/ensure-docker.sh started (by the pid in its pid file)
+// and starts it again with that script, whatever happens in between. Every other
+// user of the daemon sees the restart too: CI runs packages one at a time.
+func TestDockerDaemonRestart(t *testing.T) {
+	pid := daemonPID(t)
+	const queueTimeout = 5 * time.Second
+	s := start(t, "POOL_SIZE=2", fmt.Sprintf("QUEUE_TIMEOUT_SECONDS=%d", int(queueTimeout.Seconds())), "MAX_QUEUE=8")
+	t.Cleanup(func() { ensureDocker(t) }) // runs before the kiln's own cleanup
+
+	// bound: the queue timeout, the run's timeout and grace, and slack for a
+	// machine busy restarting a daemon. A call over it is a hang.
+	const runTimeout = 5 * time.Second
+	bound := queueTimeout + runTimeout + time.Second + 15*time.Second
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := execWithin(s, bound, map[string]any{"code": "import time\ntime.sleep(0.2)\nprint(1)", "timeout": runTimeout.Milliseconds()})
+				outcome := fmt.Sprint(r.status)
+				switch {
+				case r.err != nil:
+					outcome = "error"
+					t.Errorf("a call failed after %s: %v", r.took.Round(time.Millisecond), r.err)
+				case r.status == http.StatusOK:
+					outcome = "200 " + r.body.Status
+				case r.status == http.StatusServiceUnavailable:
+					if r.header.Get("Retry-After") == "" {
+						t.Errorf("a 503 without Retry-After: %+v", r.envl)
+					}
+				default:
+					t.Errorf("a call got %d %+v, want 200 or 503", r.status, r.envl)
+				}
+				mu.Lock()
+				counts[outcome]++
+				mu.Unlock()
+				if r.status != http.StatusOK {
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		t.Logf("outcomes: %v", counts)
+	}()
+	time.Sleep(2 * time.Second) // load before the fault
+
+	t.Logf("stopping dockerd (pid %d)", pid)
+	stopped := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM dockerd: %v", err)
+	}
+	waitFor(t, 90*time.Second, "dockerd to exit", func() bool { return !alive(pid) })
+	t.Logf("dockerd exited after %s", time.Since(stopped).Round(time.Millisecond))
+	waitFor(t, 15*time.Second, "/health/ready to answer 503", func() bool { return readyStatus(s) == http.StatusServiceUnavailable })
+	time.Sleep(2 * time.Second) // calls meet a daemon that is away
+
+	ensureDocker(t)
+	restarted := time.Now()
+	waitFor(t, 60*time.Second, "/health/ready to come back to 200 by itself", func() bool { return readyStatus(s) == http.StatusOK })
+	t.Logf("ready %s after the daemon answered again", time.Since(restarted).Round(time.Millisecond))
+
+	waitFor(t, 30*time.Second, "an execution to succeed again", func() bool {
+		r := execWithin(s, bound, map[string]any{"code": "print('back')"})
+		return r.status == http.StatusOK && r.body.Stdout == "back\n"
+	})
+}
+
+// daemonPID returns the pid of the running dockerd, from its pid file.
+func daemonPID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(dockerPIDFile)
+	if err != nil {
+		t.Fatalf("read %s: %v (this test needs the dockerd started by deploy/ensure-docker.sh)", dockerPIDFile, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !alive(pid) {
+		t.Fatalf("%s names %q, which is not a running process", dockerPIDFile, b)
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if strings.TrimSpace(string(comm)) != "dockerd" {
+		t.Fatalf("pid %d from %s is %q, not dockerd", pid, dockerPIDFile, comm)
+	}
+	return pid
+}
+
+// alive reports whether pid is a process that has not exited (a zombie has).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses, which may hold spaces.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+// ensureDocker starts the daemon again with the project's script unless it answers.
+func ensureDocker(t *testing.T) {
+	t.Helper()
+	if out, err := kilntest.Docker("info", "--format", "{{.ServerVersion}}"); err == nil && strings.TrimSpace(out) != "" {
+		return
+	}
+	cmd := exec.Command(filepath.Join(kilntest.Root(), "deploy", "ensure-docker.sh"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("deploy/ensure-docker.sh: %v\n%s", err, out)
+	}
+}
