@@ -87,10 +87,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out *execResponse
-	if stateless || s.sessions == nil {
+	if s.sessions == nil {
 		out, err = s.execStateless(r, xreq)
 	} else {
-		out, err = s.execSession(r, &req, xreq)
+		out, err = s.execSession(r, &req, xreq, stateless)
 	}
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -104,6 +104,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// execStateless runs without any session store (only when kiln has none): the
+// state goes back to the caller and files are not kept.
 func (s *Server) execStateless(r *http.Request, xreq executor.Request) (*execResponse, error) {
 	res, err := s.run.Run(r.Context(), xreq)
 	if err != nil {
@@ -112,17 +114,24 @@ func (s *Server) execStateless(r *http.Request, xreq executor.Request) (*execRes
 	out := newExecResponse(r, res)
 	out.SessionID = kiln.NewID()
 	out.Files = []fileOut{}
-	// The caller keeps the state: it goes back in the body.
-	out.State = json.RawMessage("null")
-	if res.State != nil {
-		out.State, _ = json.Marshal(base64.StdEncoding.EncodeToString(res.State))
-		out.HasState, out.StateSize = true, len(res.State)
-	}
+	setState(out, res.State)
 	return out, nil
 }
 
-func (s *Server) execSession(r *http.Request, req *execRequest, xreq executor.Request) (*execResponse, error) {
-	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID}
+// setState puts the state blob in the body: stateless mode, where the caller keeps it.
+func setState(out *execResponse, state []byte) {
+	out.State = json.RawMessage("null")
+	out.HasState, out.StateSize = false, 0
+	if state != nil {
+		out.State, _ = json.Marshal(base64.StdEncoding.EncodeToString(state))
+		out.HasState, out.StateSize = true, len(state)
+	}
+}
+
+// execSession runs in a session. In stateless mode the session is a new one that only
+// keeps the run's files; the state travels in the request and response bodies.
+func (s *Server) execSession(r *http.Request, req *execRequest, xreq executor.Request, stateless bool) (*execResponse, error) {
+	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, Stateless: stateless}
 	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
 		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
 	}
@@ -139,7 +148,11 @@ func (s *Server) execSession(r *http.Request, req *execRequest, xreq executor.Re
 	out := newExecResponse(r, res.Result)
 	out.SessionID = res.Session.ID
 	out.Files = fileOutFromStore(res.Files).out()
-	out.HasState, out.StateSize = res.Session.HasState, int(res.Session.StateSize)
+	if stateless {
+		setState(out, res.State)
+	} else {
+		out.HasState, out.StateSize = res.Session.HasState, int(res.Session.StateSize)
+	}
 	return out, nil
 }
 
@@ -191,10 +204,8 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 	}
 	x.CaptureState = req.CaptureState == nil || *req.CaptureState
 	if req.Timeout != nil {
-		if *req.Timeout <= 0 {
-			return x, kiln.Errorf(kiln.CodeInvalid, "timeout must be a positive number of milliseconds")
-		}
-		x.Timeout = time.Duration(*req.Timeout) * time.Millisecond
+		// Clamped into the configured range by the executor; zero or less is the minimum.
+		x.Timeout = max(time.Duration(*req.Timeout)*time.Millisecond, time.Millisecond)
 	}
 	return x, nil
 }

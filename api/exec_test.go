@@ -155,8 +155,6 @@ func TestExecBadRequests(t *testing.T) {
 		{"timeout of the wrong type", jsonCT, `{"code":"1","timeout":"30s"}`, 400, kiln.CodeInvalid},
 		{"missing code", jsonCT, `{"lang":"py"}`, 400, kiln.CodeInvalid},
 		{"null code", jsonCT, `{"code":null}`, 400, kiln.CodeInvalid},
-		{"zero timeout", jsonCT, `{"code":"1","timeout":0}`, 400, kiln.CodeInvalid},
-		{"negative timeout", jsonCT, `{"code":"1","timeout":-5}`, 400, kiln.CodeInvalid},
 		{"entity_id too long", jsonCT, `{"code":"1","entity_id":"` + strings.Repeat("a", 41) + `"}`, 400, kiln.CodeInvalid},
 		{"entity_id with a dot", jsonCT, `{"code":"1","entity_id":"agent.1"}`, 400, kiln.CodeInvalid},
 		{"entity_id with a slash", jsonCT, `{"code":"1","entity_id":"../x"}`, 400, kiln.CodeInvalid},
@@ -211,6 +209,11 @@ func TestExecAccepted(t *testing.T) {
 		{"timeout in milliseconds", "application/json", `{"code":"1","timeout":1500}`, func(t *testing.T, req executor.Request) {
 			if req.Timeout != 1500*time.Millisecond {
 				t.Errorf("got timeout %v, want 1.5s", req.Timeout)
+			}
+		}},
+		{"negative timeout clamped up", "application/json", `{"code":"1","timeout":-5}`, func(t *testing.T, req executor.Request) {
+			if req.Timeout != time.Millisecond {
+				t.Errorf("got timeout %v, want 1ms for the executor to clamp to its minimum", req.Timeout)
 			}
 		}},
 		{"state decoded", "application/json", `{"code":"1","state":"` + base64.StdEncoding.EncodeToString([]byte("blob")) + `"}`, func(t *testing.T, req executor.Request) {

@@ -224,7 +224,9 @@ func fill(res *Result, r *protocol.Response) {
 	res.Error, res.Result = r.Error, r.Result
 	res.State, res.StateError = r.State, r.StateError
 	res.Files, res.FilesError = r.Files, r.FilesError
-	res.Truncated = r.Truncated
+	// Output files the sandbox could not return are a cut too (the REPL says which in
+	// stderr).
+	res.Truncated = r.Truncated || r.FilesError != nil
 	// A MemoryError is the same event as the kernel's OOM kill, caught earlier.
 	if r.Status == StatusError && r.Error != nil && strings.HasPrefix(*r.Error, "MemoryError") {
 		msg := "Out of memory"

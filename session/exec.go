@@ -26,6 +26,9 @@ type ExecRequest struct {
 	SessionID string
 	EntityID  string
 	Files     []FileRef
+	// Stateless means the caller carries the state itself (Request.State): the
+	// session is a fresh one that only holds the files the run produces.
+	Stateless bool
 }
 
 // ExecResult is what an execution did, with the session it used and the files it
@@ -39,13 +42,17 @@ type ExecResult struct {
 // Exec runs code in a session: it picks the session (session_id, then the session of
 // the first file, then the caller's latest session for the entity, else a new one),
 // restores its state, places its files, runs, and saves the new state and the files
-// the run produced.
+// the run produced. A request that fails validation, or names a file the caller cannot
+// see, leaves no session behind.
 func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecResult, error) {
+	if err := s.validate(&req.Request); err != nil {
+		return nil, err
+	}
 	sess, err := s.choose(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
-	if sess.HasState {
+	if sess != nil && sess.HasState && !req.Stateless {
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("load state: %w", err)
@@ -56,6 +63,11 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if err != nil {
 		return nil, err
 	}
+	if sess == nil {
+		if sess, err = s.newSession(ctx, c, req.EntityID); err != nil {
+			return nil, err
+		}
+	}
 	req.Request.Files = files
 
 	res, err := s.run.Run(ctx, req.Request)
@@ -65,7 +77,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	// Persist with a context of our own: a caller who hangs up now must not cost the
 	// session what its run produced.
 	pctx := context.WithoutCancel(ctx)
-	if req.CaptureState && res.State != nil && !bytes.Equal(res.State, req.State) {
+	if !req.Stateless && req.CaptureState && res.State != nil && !bytes.Equal(res.State, req.State) {
 		if err := s.store.PutState(pctx, sess.ID, res.State); err != nil {
 			return nil, fmt.Errorf("save state: %w", err)
 		}
@@ -83,7 +95,11 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	return out, nil
 }
 
+// choose finds the session a request continues; nil means a new one is needed.
 func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store.Session, error) {
+	if req.Stateless {
+		return nil, nil
+	}
 	try := func(id string) (*store.Session, error) {
 		if id == "" {
 			return nil, nil
@@ -111,13 +127,16 @@ func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store
 			return nil, fmt.Errorf("latest session: %w", err)
 		}
 	}
-	return s.newSession(ctx, c, req.EntityID)
+	return nil, nil
 }
 
 // inputs gathers the files to place in /mnt/data: the ones named, or else all of the
 // session's. A named file the caller cannot see is a 404, not a silent omission.
 func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, refs []FileRef) ([]protocol.File, error) {
 	var out []protocol.File
+	if len(refs) == 0 && sess == nil {
+		return nil, nil
+	}
 	if len(refs) == 0 {
 		list, err := s.store.Files(ctx, sess.ID)
 		if err != nil {
@@ -137,7 +156,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 	}
 	for _, ref := range refs {
 		sid := ref.SessionID
-		if sid == "" {
+		if sid == "" && sess != nil {
 			sid = sess.ID
 		}
 		if _, err := s.Session(ctx, c, sid); err != nil {

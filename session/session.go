@@ -22,6 +22,9 @@ type Runner interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 }
 
+// Validator checks and normalises a request without running it.
+type Validator func(req *executor.Request) error
+
 // Caller is who asks: the fingerprint of their API key ("" when auth is off) and the
 // user id their client named, if any.
 type Caller struct {
@@ -48,16 +51,18 @@ type Limits struct {
 
 // Service is the session layer.
 type Service struct {
-	store  store.Store
-	run    Runner
-	limits Limits
-	log    *slog.Logger
-	now    func() time.Time
+	store    store.Store
+	run      Runner
+	validate Validator
+	limits   Limits
+	log      *slog.Logger
+	now      func() time.Time
 }
 
-// New returns a Service.
-func New(st store.Store, run Runner, limits Limits, log *slog.Logger) *Service {
-	return &Service{store: st, run: run, limits: limits, log: log, now: time.Now}
+// New returns a Service. validate is called before any session is touched, so that a
+// request that will be refused leaves nothing behind.
+func New(st store.Store, run Runner, validate Validator, limits Limits, log *slog.Logger) *Service {
+	return &Service{store: st, run: run, validate: validate, limits: limits, log: log, now: time.Now}
 }
 
 // errNotFound is what a caller sees for anything missing or not theirs.

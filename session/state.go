@@ -29,11 +29,11 @@ func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *sto
 
 // PutState makes blob, checked first, the state of a session the caller owns.
 func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byte, check StateChecker) (*store.Session, error) {
-	if err := check(blob); err != nil {
-		return nil, err
-	}
 	sess, err := s.Session(ctx, c, sid)
 	if err != nil {
+		return nil, err
+	}
+	if err := check(blob); err != nil {
 		return nil, err
 	}
 	if err := s.store.PutState(ctx, sess.ID, blob); err != nil {

@@ -94,7 +94,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
 	runner := met.Observe(drainGuard{m: m, next: exec})
-	sessions := session.New(m.store, runner, session.Limits{
+	sessions := session.New(m.store, runner, exec.Validate, session.Limits{
 		MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
 	}, m.log)
 	keys := api.NewKeys(cfg.APIKeys)
