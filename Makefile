@@ -10,7 +10,7 @@ all: build
 
 ## build: compile bin/kiln
 build:
-	$(GO) build -trimpath -o bin/kiln ./cmd/kiln
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kiln ./cmd/kiln
 
 ## docker: make sure a Docker daemon answers (installs and starts Debian's docker.io as root on Debian)
 docker:
@@ -34,8 +34,8 @@ run: build image
 
 ## test: everything, against the real Docker daemon and the real image
 test: docker redis chromium image lint
-	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 	images/test.sh
+	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 
 ## test-runsc: the black-box and fault suites again with every sandbox under gVisor (runsc)
 test-runsc: docker redis image
@@ -43,7 +43,7 @@ test-runsc: docker redis image
 
 ## test-unit: the tests that need no Docker
 test-unit:
-	$(GO) test -count=1 ./protocol/... ./docker/... ./pool/... ./executor/... ./api/... ./cmd/... ./store/...
+	$(GO) test -count=1 . ./protocol/... ./docker/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/...
 
 ## lint: formatting and vet
 lint:
