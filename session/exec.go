@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kilnsh/kiln"
@@ -216,6 +217,8 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, res *executor.Res
 				return nil, fmt.Errorf("replace file: %w", err)
 			}
 		}
+		// An earlier output of this run may be what was replaced: report only files that exist.
+		saved = slices.DeleteFunc(saved, func(f *store.File) bool { return slices.Contains(old, f.ID) })
 		count += 1 - len(old)
 		byName[name] = []string{f.ID}
 		saved = append(saved, f)

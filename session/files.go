@@ -37,7 +37,7 @@ func (s *Service) Upload(ctx context.Context, c Caller, entity string, uploads [
 	for _, u := range uploads {
 		name := SanitizeName(u.Name)
 		for i := 2; seen[name]; i++ { // two uploads of one name must not overwrite each other in /mnt/data
-			name = fmt.Sprintf("%d_%s", i, SanitizeName(u.Name))
+			name = SanitizeName(fmt.Sprintf("%d_%s", i, SanitizeName(u.Name))) // the prefix may push it past 255 bytes
 		}
 		seen[name] = true
 		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: name, ContentType: ContentType(name), CreatedAt: s.now()}

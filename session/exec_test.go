@@ -1,0 +1,689 @@
+package session
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/protocol"
+)
+
+func TestExecChoosesSession(t *testing.T) {
+	const agent = "agent-1"
+	caller := aliceU1
+	tests := []struct {
+		name string
+		// setup returns the request and the id of the session it must use; "" means
+		// a new one.
+		setup func(t *testing.T, e *testEnv) (ExecRequest, string)
+	}{
+		{"session_id wins over the file's session and the latest", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			a := e.session(t, caller, agent)
+			b := e.session(t, caller, agent)
+			e.touch(t, b.ID, time.Minute)
+			f := e.file(t, b.ID, "in.txt", "x")
+			req := execReq()
+			req.SessionID, req.EntityID = a.ID, agent
+			req.Files = []FileRef{{ID: f.ID, SessionID: b.ID}}
+			return req, a.ID
+		}},
+		{"the first file's session wins over the latest", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			a := e.session(t, caller, agent)
+			b := e.session(t, caller, agent)
+			e.touch(t, b.ID, time.Minute)
+			f := e.file(t, a.ID, "in.txt", "x")
+			g := e.file(t, b.ID, "other.txt", "y")
+			req := execReq()
+			req.SessionID, req.EntityID = kiln.NewID(), agent
+			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}, {ID: g.ID, SessionID: b.ID}}
+			return req, a.ID
+		}},
+		{"the caller's latest session for the entity", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, caller, agent)
+			b := e.session(t, caller, agent)
+			e.touch(t, b.ID, time.Minute)
+			e.session(t, caller, "agent-2")
+			req := execReq()
+			req.EntityID = agent
+			return req, b.ID
+		}},
+		{"a foreign session_id falls through to the latest", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			foreign := e.session(t, bob, agent)
+			a := e.session(t, caller, agent)
+			req := execReq()
+			req.SessionID, req.EntityID = foreign.ID, agent
+			return req, a.ID
+		}},
+		{"an expired session_id falls through to the file's session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			old := e.expiredSession(t, caller, agent)
+			a := e.session(t, caller, "")
+			f := e.file(t, a.ID, "in.txt", "x")
+			req := execReq()
+			req.SessionID = old.ID
+			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}}
+			return req, a.ID
+		}},
+		{"an unknown session_id starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, caller, "")
+			req := execReq()
+			req.SessionID = kiln.NewID()
+			return req, ""
+		}},
+		{"a malformed session_id starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			req := execReq()
+			req.SessionID = "../not-an-id"
+			return req, ""
+		}},
+		{"another key's session_id starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			foreign := e.session(t, bob, agent)
+			req := execReq()
+			req.SessionID, req.EntityID = foreign.ID, agent
+			return req, ""
+		}},
+		{"another user's session_id starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			foreign := e.session(t, aliceU2, agent)
+			req := execReq()
+			req.SessionID, req.EntityID = foreign.ID, agent
+			return req, ""
+		}},
+		{"an expired session_id starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			old := e.expiredSession(t, caller, "")
+			req := execReq()
+			req.SessionID = old.ID
+			return req, ""
+		}},
+		{"an expired latest session is skipped", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.expiredSession(t, caller, agent)
+			req := execReq()
+			req.EntityID = agent
+			return req, ""
+		}},
+		{"another key's latest session is skipped", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, Caller{Key: "key-b", User: caller.User}, agent)
+			req := execReq()
+			req.EntityID = agent
+			return req, ""
+		}},
+		{"another user's latest session is skipped", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, aliceU2, agent)
+			req := execReq()
+			req.EntityID = agent
+			return req, ""
+		}},
+		{"another entity's session is skipped", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, caller, "agent-2")
+			req := execReq()
+			req.EntityID = agent
+			return req, ""
+		}},
+		{"no hint starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, caller, "")
+			return execReq(), ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			req, want := tt.setup(t, e)
+			before := e.sessionIDs(t)
+
+			res, err := e.svc.Exec(t.Context(), caller, req)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			e.run.only(t)
+			got := res.Session.ID
+			if want != "" {
+				if got != want {
+					t.Errorf("session = %s, want %s", got, want)
+				}
+				if n := len(e.sessionIDs(t)); n != len(before) {
+					t.Errorf("%d sessions after the run, want %d (no new one)", n, len(before))
+				}
+				return
+			}
+			if slices.Contains(before, got) {
+				t.Errorf("session = %s, an existing one; want a new session", got)
+			}
+			if !kiln.ValidID(got) {
+				t.Errorf("new session id %q is not a kiln id", got)
+			}
+			if res.Session.Owner != caller.owner() {
+				t.Errorf("new session owner = %q, want %q", res.Session.Owner, caller.owner())
+			}
+			if res.Session.EntityID != req.EntityID {
+				t.Errorf("new session entity = %q, want %q", res.Session.EntityID, req.EntityID)
+			}
+		})
+	}
+}
+
+func TestExecExtendsTheSession(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	later := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Microsecond)
+	e.svc.now = func() time.Time { return later }
+	req := execReq()
+	req.SessionID = sess.ID
+
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if !res.Session.LastUsedAt.Equal(later) {
+		t.Errorf("LastUsedAt = %v, want %v", res.Session.LastUsedAt, later)
+	}
+	if want := later.Add(testTTL); !res.Session.ExpiresAt.Equal(want) {
+		t.Errorf("ExpiresAt = %v, want %v", res.Session.ExpiresAt, want)
+	}
+}
+
+func TestExecRefusedRequestLeavesNoSession(t *testing.T) {
+	tests := []struct {
+		name string
+		req  func(t *testing.T, e *testEnv) ExecRequest
+		want kiln.Code
+	}{
+		{"empty code", func(t *testing.T, e *testEnv) ExecRequest {
+			req := execReq()
+			req.Code = "  \n"
+			req.SessionID, req.EntityID = kiln.NewID(), "agent"
+			return req
+		}, kiln.CodeInvalid},
+		{"empty code, stateless", func(t *testing.T, e *testEnv) ExecRequest {
+			req := execReq()
+			req.Code, req.Stateless = "", true
+			return req
+		}, kiln.CodeInvalid},
+		{"another key's file", func(t *testing.T, e *testEnv) ExecRequest {
+			foreign := e.session(t, bob, "")
+			f := e.file(t, foreign.ID, "secret.txt", "s")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"another key's file, stateless", func(t *testing.T, e *testEnv) ExecRequest {
+			foreign := e.session(t, bob, "")
+			f := e.file(t, foreign.ID, "secret.txt", "s")
+			req := execReq()
+			req.Stateless = true
+			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"another user's file", func(t *testing.T, e *testEnv) ExecRequest {
+			foreign := e.session(t, aliceU2, "")
+			f := e.file(t, foreign.ID, "secret.txt", "s")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"a file of an expired session", func(t *testing.T, e *testEnv) ExecRequest {
+			old := e.expiredSession(t, aliceU1, "")
+			f := e.file(t, old.ID, "old.txt", "o")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID, SessionID: old.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"a missing file", func(t *testing.T, e *testEnv) ExecRequest {
+			own := e.session(t, aliceU1, "")
+			req := execReq()
+			req.Files = []FileRef{{ID: kiln.NewID(), SessionID: own.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"a missing second file", func(t *testing.T, e *testEnv) ExecRequest {
+			own := e.session(t, aliceU1, "")
+			f := e.file(t, own.ID, "a.txt", "a")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID, SessionID: own.ID}, {ID: kiln.NewID(), SessionID: own.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"a file of another of the caller's sessions, named in the wrong one", func(t *testing.T, e *testEnv) ExecRequest {
+			a := e.session(t, aliceU1, "")
+			b := e.session(t, aliceU1, "")
+			f := e.file(t, b.ID, "b.txt", "b")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"a file without a session and no session", func(t *testing.T, e *testEnv) ExecRequest {
+			own := e.session(t, aliceU1, "")
+			f := e.file(t, own.ID, "a.txt", "a")
+			req := execReq()
+			req.Files = []FileRef{{ID: f.ID}}
+			return req
+		}, kiln.CodeNotFound},
+		{"more files named than a session holds", func(t *testing.T, e *testEnv) ExecRequest {
+			own := e.session(t, aliceU1, "")
+			req := execReq()
+			for range testLimits.MaxFilesPerSession + 1 {
+				f := e.file(t, own.ID, "a.txt", "a")
+				req.Files = append(req.Files, FileRef{ID: f.ID, SessionID: own.ID})
+			}
+			req.SessionID = kiln.NewID()
+			return req
+		}, kiln.CodeTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			req := tt.req(t, e)
+			before := e.sessionIDs(t)
+
+			res, err := e.svc.Exec(t.Context(), aliceU1, req)
+			if res != nil {
+				t.Errorf("result = %+v, want nil", res)
+			}
+			wantCode(t, err, tt.want)
+			if got := e.sessionIDs(t); !slices.Equal(got, before) {
+				t.Errorf("sessions after = %v, want %v (none created)", got, before)
+			}
+			if n := len(e.run.calls()); n != 0 {
+				t.Errorf("runner called %d times, want 0", n)
+			}
+		})
+	}
+}
+
+func TestExecRunnerError(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	e.putState(t, sess.ID, "S1")
+	busy := &kiln.Error{Code: kiln.CodeUnavailable, Message: "busy", RetryAfter: 3}
+	e.run.err = busy
+	req := execReq()
+	req.SessionID = sess.ID
+
+	_, err := e.svc.Exec(t.Context(), alice, req)
+	if err != busy {
+		t.Fatalf("error = %v, want the runner's %v", err, busy)
+	}
+	if got := e.state(t, sess.ID); string(got) != "S1" {
+		t.Errorf("state after a failed run = %q, want %q", got, "S1")
+	}
+}
+
+func TestExecState(t *testing.T) {
+	tests := []struct {
+		name      string
+		stored    string // the session's state before; "" for none
+		noCapture bool
+		runState  string // what the run hands back; "" for nil
+		wantSent  string // what the runner must get; "" for nil
+		wantAfter string // the session's state after; "" for none
+		wantPuts  int
+	}{
+		{"restored and saved", "S1", false, "S2", "S1", "S2", 1},
+		{"first state saved", "", false, "S2", "", "S2", 1},
+		{"unchanged state not written", "S1", false, "S1", "S1", "S1", 0},
+		{"no state from the run keeps the old one", "S1", false, "", "S1", "S1", 0},
+		{"capture_state false restores but does not save", "S1", true, "S2", "S1", "S1", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			sess := e.session(t, alice, "")
+			if tt.stored != "" {
+				e.putState(t, sess.ID, tt.stored)
+			}
+			if tt.runState != "" {
+				e.run.result.State = []byte(tt.runState)
+			}
+			req := execReq()
+			req.SessionID = sess.ID
+			req.CaptureState = !tt.noCapture
+
+			res, err := e.svc.Exec(t.Context(), alice, req)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if got := e.run.only(t).State; !bytes.Equal(got, bytesOrNil(tt.wantSent)) {
+				t.Errorf("runner got state %q, want %q", got, tt.wantSent)
+			}
+			if got := e.state(t, sess.ID); !bytes.Equal(got, bytesOrNil(tt.wantAfter)) {
+				t.Errorf("stored state = %q, want %q", got, tt.wantAfter)
+			}
+			if got := e.st.puts(); got != tt.wantPuts {
+				t.Errorf("state writes = %d, want %d", got, tt.wantPuts)
+			}
+			if got, want := res.Session.HasState, tt.wantAfter != ""; got != want {
+				t.Errorf("result session HasState = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func bytesOrNil(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
+}
+
+func TestExecStateless(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "agent")
+	e.putState(t, sess.ID, "SESSION")
+	e.file(t, sess.ID, "old.txt", "old")
+	e.run.result.State = []byte("NEW")
+	e.run.result.Files = []protocol.File{{Path: "made.txt", Content: []byte("m")}}
+	req := execReq()
+	req.Stateless = true
+	req.State = []byte("CLIENT")
+	req.EntityID = "agent"
+
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	sent := e.run.only(t)
+	if string(sent.State) != "CLIENT" {
+		t.Errorf("runner got state %q, want the client's %q", sent.State, "CLIENT")
+	}
+	if len(sent.Files) != 0 {
+		t.Errorf("runner got files %v, want none", sent.Files)
+	}
+	if string(res.State) != "NEW" {
+		t.Errorf("result state = %q, want %q", res.State, "NEW")
+	}
+	if res.Session.ID == sess.ID {
+		t.Fatalf("stateless run used the entity's session %s, want a fresh one", sess.ID)
+	}
+	if res.Session.HasState || e.state(t, res.Session.ID) != nil {
+		t.Errorf("the fresh session has state, want none")
+	}
+	if got := e.st.puts(); got != 0 {
+		t.Errorf("state writes = %d, want 0", got)
+	}
+	if got := e.state(t, sess.ID); string(got) != "SESSION" {
+		t.Errorf("the entity's session state = %q, want it untouched", got)
+	}
+	if got, want := e.storedNames(t, res.Session.ID), []string{"made.txt"}; !slices.Equal(got, want) {
+		t.Errorf("fresh session files = %q, want %q", got, want)
+	}
+}
+
+func TestExecLoadsNamedFiles(t *testing.T) {
+	e := newEnv(t, testLimits)
+	a := e.session(t, alice, "")
+	b := e.session(t, alice, "")
+	fa := e.file(t, a.ID, "a.txt", "A")
+	fb := e.file(t, a.ID, "b.csv", "B")
+	e.file(t, a.ID, "unnamed.txt", "U")
+	fc := e.file(t, b.ID, "c.txt", "C")
+	req := execReq()
+	req.SessionID = a.ID
+	req.Files = []FileRef{
+		{ID: fb.ID, SessionID: a.ID},
+		{ID: fc.ID, SessionID: b.ID, Name: "../in/renamed.txt"},
+		{ID: fa.ID}, // no session: the session in use
+	}
+
+	if _, err := e.svc.Exec(t.Context(), alice, req); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	got := e.run.only(t).Files
+	want := []protocol.File{
+		{Path: "b.csv", Content: []byte("B")},
+		{Path: "in/renamed.txt", Content: []byte("C")},
+		{Path: "a.txt", Content: []byte("A")},
+	}
+	if !equalFiles(got, want) {
+		t.Errorf("runner got files %v, want %v", got, want)
+	}
+}
+
+func TestExecInjectsSessionFiles(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	e.file(t, sess.ID, "a.txt", "A")
+	e.file(t, sess.ID, "sub/b.txt", "B")
+	other := e.session(t, alice, "")
+	e.file(t, other.ID, "other.txt", "O")
+	req := execReq()
+	req.SessionID = sess.ID
+
+	if _, err := e.svc.Exec(t.Context(), alice, req); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	got := e.run.only(t).Files
+	want := []protocol.File{{Path: "a.txt", Content: []byte("A")}, {Path: "sub/b.txt", Content: []byte("B")}}
+	if !equalFiles(got, want) {
+		t.Errorf("runner got files %v, want %v", got, want)
+	}
+}
+
+func TestExecNewSessionHasNoFiles(t *testing.T) {
+	e := newEnv(t, testLimits)
+	own := e.session(t, alice, "")
+	e.file(t, own.ID, "a.txt", "A")
+
+	res, err := e.svc.Exec(t.Context(), alice, execReq())
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if got := e.run.only(t).Files; len(got) != 0 {
+		t.Errorf("runner got files %v, want none", got)
+	}
+	if res.Files == nil || len(res.Files) != 0 {
+		t.Errorf("result files = %#v, want an empty, non-nil list", res.Files)
+	}
+}
+
+func equalFiles(a, b []protocol.File) bool {
+	return slices.EqualFunc(a, b, func(x, y protocol.File) bool {
+		return x.Path == y.Path && bytes.Equal(x.Content, y.Content)
+	})
+}
+
+func TestExecSavesOutputs(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	old := e.file(t, sess.ID, "report.csv", "old report")
+	keep := e.file(t, sess.ID, "keep.txt", "keep")
+	e.run.result.Stderr = "warning\n"
+	e.run.result.Files = []protocol.File{
+		{Path: "report.csv", Content: []byte("new report")},
+		{Path: "plot.png", Content: []byte("PNG")},
+		{Path: "sub/data.json", Content: []byte("{}")},
+		{Path: "../escape.html", Content: []byte("<p>")},
+	}
+	req := execReq()
+	req.SessionID = sess.ID
+
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	want := []struct{ name, contentType, data string }{
+		{"report.csv", ContentType("report.csv"), "new report"},
+		{"plot.png", "image/png", "PNG"},
+		{"sub/data.json", "application/json", "{}"},
+		{"escape.html", "text/html; charset=utf-8", "<p>"},
+	}
+	if len(res.Files) != len(want) {
+		t.Fatalf("result has %d files, want %d", len(res.Files), len(want))
+	}
+	ids := map[string]bool{old.ID: true, keep.ID: true}
+	for i, w := range want {
+		f := res.Files[i]
+		if f.Name != w.name || f.ContentType != w.contentType || f.SessionID != sess.ID || f.Size != int64(len(w.data)) {
+			t.Errorf("file %d = {%s %q %s %d}, want {%s %q %s %d}", i,
+				f.Name, f.ContentType, f.SessionID, f.Size, w.name, w.contentType, sess.ID, len(w.data))
+		}
+		if !kiln.ValidID(f.ID) || ids[f.ID] {
+			t.Errorf("file %s has id %q, want a new kiln id", f.Name, f.ID)
+		}
+		ids[f.ID] = true
+		_, data, err := e.svc.File(t.Context(), alice, sess.ID, f.ID)
+		if err != nil || string(data) != w.data {
+			t.Errorf("stored %s = %q, %v; want %q", f.Name, data, err, w.data)
+		}
+	}
+	if _, _, err := e.svc.File(t.Context(), alice, sess.ID, old.ID); kiln.ErrorCode(err) != kiln.CodeNotFound {
+		t.Errorf("the replaced file: error = %v, want not_found", err)
+	}
+	got := e.storedNames(t, sess.ID)
+	slices.Sort(got)
+	if want := []string{"escape.html", "keep.txt", "plot.png", "report.csv", "sub/data.json"}; !slices.Equal(got, want) {
+		t.Errorf("session files = %q, want %q", got, want)
+	}
+	if res.Stderr != "warning\n" || res.Truncated {
+		t.Errorf("stderr, truncated = %q, %v; want %q, false", res.Stderr, res.Truncated, "warning\n")
+	}
+}
+
+func TestExecOutputsOverTheLimits(t *testing.T) {
+	tests := []struct {
+		name        string
+		limit       int
+		maxFile     int64 // the store's own size limit; 0 for none
+		existing    []string
+		outputs     []string
+		wantSaved   []string
+		wantDropped []string
+		wantStored  []string
+	}{
+		{
+			name:       "all fit",
+			limit:      3,
+			existing:   []string{"a.txt"},
+			outputs:    []string{"b.txt", "c.txt"},
+			wantSaved:  []string{"b.txt", "c.txt"},
+			wantStored: []string{"a.txt", "b.txt", "c.txt"},
+		},
+		{
+			name:        "new names past the limit are dropped",
+			limit:       3,
+			existing:    []string{"a.txt", "b.txt"},
+			outputs:     []string{"c.txt", "d.txt", "e.txt"},
+			wantSaved:   []string{"c.txt"},
+			wantDropped: []string{"d.txt", "e.txt"},
+			wantStored:  []string{"a.txt", "b.txt", "c.txt"},
+		},
+		{
+			name:        "a replacement fits in a full session",
+			limit:       2,
+			existing:    []string{"a.txt", "b.txt"},
+			outputs:     []string{"new.txt", "b.txt"},
+			wantSaved:   []string{"b.txt"},
+			wantDropped: []string{"new.txt"},
+			wantStored:  []string{"a.txt", "b.txt"},
+		},
+		{
+			name:        "a file over the store's size limit is dropped",
+			limit:       5,
+			maxFile:     4,
+			outputs:     []string{"small.txt", "big.txt"},
+			wantSaved:   []string{"small.txt"},
+			wantDropped: []string{"big.txt"},
+			wantStored:  []string{"small.txt"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Limits{MaxFileBytes: 1 << 10, MaxFilesPerSession: tt.limit})
+			e.st.maxFile = tt.maxFile
+			sess := e.session(t, alice, "")
+			for _, name := range tt.existing {
+				e.file(t, sess.ID, name, "old")
+			}
+			const stderr = "Traceback...\n"
+			e.run.result.Stderr = stderr
+			for _, name := range tt.outputs {
+				data := "new"
+				if strings.HasPrefix(name, "big") {
+					data = "far too big"
+				}
+				e.run.result.Files = append(e.run.result.Files, protocol.File{Path: name, Content: []byte(data)})
+			}
+			req := execReq()
+			req.SessionID = sess.ID
+
+			res, err := e.svc.Exec(t.Context(), alice, req)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			var saved []string
+			for _, f := range res.Files {
+				saved = append(saved, f.Name)
+			}
+			if !slices.Equal(saved, tt.wantSaved) {
+				t.Errorf("saved = %q, want %q", saved, tt.wantSaved)
+			}
+			stored := e.storedNames(t, sess.ID)
+			slices.Sort(stored)
+			if !slices.Equal(stored, tt.wantStored) {
+				t.Errorf("stored = %q, want %q", stored, tt.wantStored)
+			}
+			if len(tt.wantDropped) == 0 {
+				if res.Stderr != stderr || res.Truncated {
+					t.Errorf("stderr, truncated = %q, %v; want %q, false", res.Stderr, res.Truncated, stderr)
+				}
+				return
+			}
+			if !res.Truncated {
+				t.Errorf("truncated = false, want true")
+			}
+			if !strings.HasPrefix(res.Stderr, stderr) {
+				t.Errorf("stderr = %q, want it to start with the run's %q", res.Stderr, stderr)
+			}
+			if list := strings.Join(tt.wantDropped, ", "); !strings.Contains(res.Stderr, list) {
+				t.Errorf("stderr = %q, want it to name %q", res.Stderr, list)
+			}
+			for _, name := range tt.wantSaved {
+				if strings.Contains(res.Stderr[len(stderr):], name) {
+					t.Errorf("stderr = %q names %q, which was kept", res.Stderr, name)
+				}
+			}
+		})
+	}
+}
+
+// Two outputs whose names clean to the same one: the second replaces the first, and
+// the result names only files that still exist.
+func TestExecOutputsWithOneCleanName(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	e.run.result.Files = []protocol.File{
+		{Path: "x.txt", Content: []byte("first")},
+		{Path: "../x.txt", Content: []byte("second")},
+	}
+	req := execReq()
+	req.SessionID = sess.ID
+
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if got, want := e.storedNames(t, sess.ID), []string{"x.txt"}; !slices.Equal(got, want) {
+		t.Errorf("stored = %q, want %q", got, want)
+	}
+	if len(res.Files) != 1 {
+		t.Fatalf("result has %d files, want 1", len(res.Files))
+	}
+	_, data, err := e.svc.File(t.Context(), alice, sess.ID, res.Files[0].ID)
+	if err != nil || string(data) != "second" {
+		t.Errorf("File(%s) = %q, %v; want %q", res.Files[0].ID, data, err, "second")
+	}
+}
+
+func TestExecPassesTheRequestThrough(t *testing.T) {
+	e := newEnv(t, testLimits)
+	req := execReq()
+	req.Lang = executor.LangBash
+	req.Code = "echo $1"
+	req.Args = []string{"a b", "c"}
+	req.Timeout = 3 * time.Second
+
+	if _, err := e.svc.Exec(t.Context(), alice, req); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	got := e.run.only(t)
+	if got.Lang != req.Lang || got.Code != req.Code || !slices.Equal(got.Args, req.Args) || got.Timeout != req.Timeout || !got.CaptureState {
+		t.Errorf("runner got %+v, want the request %+v", got, req.Request)
+	}
+}
