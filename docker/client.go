@@ -116,6 +116,10 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	return s, nil
 }
 
+// Remove force-removes the container with id; one that is already gone is not an
+// error. Sandboxes remove themselves: this is for containers no sandbox owns any more.
+func (c *Client) Remove(ctx context.Context, id string) error { return c.remove(ctx, id) }
+
 // remove force-removes a container; one that is already gone is not an error.
 func (c *Client) remove(ctx context.Context, id string) error {
 	_, err := c.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})

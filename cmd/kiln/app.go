@@ -92,6 +92,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
+	m.startReaper()
 	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
 	runner := met.Observe(drainGuard{m: m, next: exec})
 	sessions := session.New(m.store, runner, exec.Validate, session.Limits{

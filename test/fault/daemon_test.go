@@ -20,7 +20,8 @@ const dockerPIDFile = "/var/run/docker.pid"
 
 // The Docker daemon restarts under load (case 23): no call hangs (each answers 200 or
 // 503 within its bound), readiness goes 503 and comes back to 200 without help,
-// executions work again, and nothing of the instance is left after Stop.
+// executions work again, containers whose removal failed meanwhile are reaped while
+// kiln runs, and nothing of the instance is left after Stop.
 //
 // It stops the daemon deploy/ensure-docker.sh started (by the pid in its pid file)
 // and starts it again with that script, whatever happens in between. Every other
@@ -73,11 +74,15 @@ func TestDockerDaemonRestart(t *testing.T) {
 			}
 		}()
 	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-		t.Logf("outcomes: %v", counts)
-	}()
+	var stopOnce sync.Once
+	stopLoad := func() {
+		stopOnce.Do(func() {
+			close(stop)
+			wg.Wait()
+			t.Logf("outcomes: %v", counts)
+		})
+	}
+	defer stopLoad()
 	time.Sleep(2 * time.Second) // load before the fault
 
 	t.Logf("stopping dockerd (pid %d)", pid)
@@ -98,6 +103,16 @@ func TestDockerDaemonRestart(t *testing.T) {
 	waitFor(t, 30*time.Second, "an execution to succeed again", func() bool {
 		r := execWithin(s, bound, map[string]any{"code": "print('back')"})
 		return r.status == http.StatusOK && r.body.Stdout == "back\n"
+	})
+	stopLoad()
+
+	// Removals that failed while the daemon was away left containers behind; kiln
+	// finds and removes them while it runs, not only when it stops.
+	t.Logf("pool after the restart: leaked %d", pool(t, s).Leaked)
+	waitFor(t, 60*time.Second, "only the pool's own containers to remain", func() bool {
+		p := pool(t, s)
+		all, err := kilntest.Containers(s.Instance)
+		return err == nil && p.Ready == p.Target && p.InUse == 0 && p.Warming == 0 && len(all) == p.Target
 	})
 }
 
@@ -143,5 +158,32 @@ func ensureDocker(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("deploy/ensure-docker.sh: %v\n%s", err, out)
+	}
+}
+
+// A container of the instance that exited and that no sandbox owns any more (what a
+// removal failing while the daemon is away leaves) is removed while kiln runs; the
+// pool's own containers are left alone.
+func TestAbandonedContainerReaped(t *testing.T) {
+	s := start(t, "POOL_SIZE=1")
+	image := "kiln-python:latest"
+	out, err := kilntest.Docker("run", "-d", "--network", "none", "--entrypoint", "true",
+		"--label", "kiln.managed=true", "--label", "kiln.instance="+s.Instance, image)
+	if err != nil {
+		t.Fatalf("docker run: %v: %s", err, out)
+	}
+	abandoned := strings.TrimSpace(out)
+	t.Cleanup(func() { _, _ = kilntest.Docker("rm", "-f", abandoned) })
+	before := pool(t, s)
+	waitFor(t, 60*time.Second, "the abandoned container to be removed", func() bool {
+		out, _ := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+abandoned)
+		return strings.TrimSpace(out) == ""
+	})
+	after := pool(t, s)
+	if after.Created != before.Created || after.Ready != after.Target {
+		t.Errorf("the pool changed: created %d→%d, ready %d/%d", before.Created, after.Created, after.Ready, after.Target)
+	}
+	if !strings.Contains(s.Logs(), "removed an abandoned sandbox") {
+		t.Errorf("no log line about the removal")
 	}
 }
