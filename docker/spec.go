@@ -49,6 +49,10 @@ var DefaultEnv = []string{
 	"PYTHONDONTWRITEBYTECODE=1",
 }
 
+// PreloadVar is the sandbox environment variable that tells the REPL which groups of
+// modules to pre-import (docs/protocol.md); unset means all of them.
+const PreloadVar = "KILN_PRELOAD"
+
 // configs builds the Engine API configuration of a sandbox, as security.md lays out.
 func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) {
 	env := s.Env

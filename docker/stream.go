@@ -74,13 +74,15 @@ func (st *stream) read(r *bufio.Reader, maxFrame int, log *slog.Logger, id strin
 
 // send writes one request frame, giving up at ctx's deadline or cancellation.
 func (st *stream) send(ctx context.Context, payload []byte) error {
-	msg := protocol.AppendRequestFrame(make([]byte, 0, len(payload)+48), payload)
+	// The delimiters and the payload go out as they are, without a framed copy: a
+	// request can carry a state and files of many megabytes.
+	msg := net.Buffers{[]byte(protocol.RequestStart + "\n"), payload, []byte("\n" + protocol.RequestEnd + "\n")}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = st.conn.SetWriteDeadline(dl)
 	}
 	// A cancelled context interrupts a write that blocks on a REPL that does not read.
 	stop := context.AfterFunc(ctx, func() { _ = st.conn.SetWriteDeadline(time.Now()) })
-	_, err := st.conn.Write(msg)
+	_, err := msg.WriteTo(st.conn)
 	stop()
 	if err == nil {
 		return nil

@@ -100,10 +100,12 @@ func (p *Parser) endLine(emit func([]byte, error)) {
 		emit(p.payload.Bytes(), nil)
 		p.payload.Reset()
 	case p.tooBig:
+	case p.payload.Len() == 0:
+		// The usual frame is one line of JSON: take the line's buffer over instead
+		// of copying what may be megabytes. (line passed the max check already.)
+		p.payload, p.line = p.line, p.payload
 	default:
-		if p.payload.Len() > 0 {
-			p.payload.WriteByte('\n')
-		}
+		p.payload.WriteByte('\n')
 		if p.payload.Len()+len(line) > p.max {
 			p.tooBig = true
 			p.payload.Reset()

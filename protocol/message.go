@@ -122,8 +122,15 @@ func DecodeReady(payload []byte) (Ready, error) {
 // against the limits the request set. Anything off is ErrMalformed.
 func DecodeResponse(payload []byte, id string, lim Limits) (*Response, error) {
 	var r Response
+	rest, state, lifted := liftState(payload)
+	if lifted {
+		payload = rest
+	}
 	if err := json.Unmarshal(payload, &r); err != nil {
 		return nil, fmt.Errorf("%w: response: %v", ErrMalformed, err)
+	}
+	if lifted {
+		r.State = state
 	}
 	switch {
 	case r.Type != "result":

@@ -240,6 +240,7 @@ func (m *Main) spec() docker.Spec {
 		TmpMB:     c.SandboxTmpMB,
 		DataMB:    c.SandboxDataMB,
 		NoFile:    1024,
+		Env:       sandboxEnv(c.PreloadModules),
 	}
 	if !c.ReplEnabled {
 		spec.Entrypoint = []string{"sleep", "infinity"}

@@ -33,6 +33,9 @@ type Config struct {
 	MaxQueue            int     `envconfig:"MAX_QUEUE" default:"32"`
 	ReplEnabled         bool    `envconfig:"REPL_ENABLED" default:"true"`
 	WarmupTimeoutSecs   int     `envconfig:"REPL_WARMUP_TIMEOUT_SECONDS" default:"60"`
+	// PreloadModules chooses the REPL's pre-imports: a comma-separated list of groups
+	// (preloadGroups), "all" (the default) or "none".
+	PreloadModules string `envconfig:"PRELOAD_MODULES"`
 
 	DefaultTimeoutMS    int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
 	MinTimeoutMS        int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
@@ -99,6 +102,9 @@ func (c Config) Validate() error {
 	check(c.QueueTimeoutSeconds > 0 && c.QueueTimeoutSeconds <= 600, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got %g", c.QueueTimeoutSeconds)
 	check(c.MaxQueue >= 0, "MAX_QUEUE must not be negative, got %d", c.MaxQueue)
 	check(c.WarmupTimeoutSecs >= 1, "REPL_WARMUP_TIMEOUT_SECONDS must be at least 1, got %d", c.WarmupTimeoutSecs)
+	if _, err := parsePreload(c.PreloadModules); err != nil {
+		errs = append(errs, err)
+	}
 	check(c.SandboxMemoryMB >= 64, "SANDBOX_MEMORY_MB must be at least 64, got %d", c.SandboxMemoryMB)
 	check(c.SandboxCPUs > 0 && c.SandboxCPUs <= 64, "SANDBOX_CPUS must be above 0 and at most 64, got %g", c.SandboxCPUs)
 	check(c.SandboxPidsLimit >= 16, "SANDBOX_PIDS_LIMIT must be at least 16, got %d", c.SandboxPidsLimit)

@@ -58,29 +58,28 @@ DEFAULT_LIMITS = {
     "max_state_bytes": 64 << 20,
 }
 
-# (name in the user namespace, module). matplotlib comes before pyplot and seaborn so that the
-# Agg backend from MPLBACKEND is in place when they load.
-PRELOADS = [
-    ("np", "numpy"),
-    ("pd", "pandas"),
-    ("scipy", "scipy"),
-    ("stats", "scipy.stats"),
-    ("optimize", "scipy.optimize"),
-    ("interpolate", "scipy.interpolate"),
-    ("linear_model", "sklearn.linear_model"),
-    ("tree", "sklearn.tree"),
-    ("ensemble", "sklearn.ensemble"),
-    ("cluster", "sklearn.cluster"),
-    ("preprocessing", "sklearn.preprocessing"),
-    ("model_selection", "sklearn.model_selection"),
-    ("metrics", "sklearn.metrics"),
-    ("sm", "statsmodels.api"),
-    ("matplotlib", "matplotlib"),
-    ("plt", "matplotlib.pyplot"),
-    ("sns", "seaborn"),
-]
-PRELOADS += [(name, name) for name in "json csv datetime collections itertools functools math random re os sys".split()]
-VERSIONED = ["numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "seaborn"]
+# Pre-imports by group, each group named after its distribution: (name in the user namespace,
+# module). matplotlib comes before seaborn so that the Agg backend from MPLBACKEND is in place
+# when seaborn loads pyplot. The standard library modules are cheap and always bound.
+PRELOAD_GROUPS: dict[str, list[tuple[str, str]]] = {
+    "numpy": [("np", "numpy")],
+    "pandas": [("pd", "pandas")],
+    "scipy": [("scipy", "scipy"), ("stats", "scipy.stats"), ("optimize", "scipy.optimize"),
+              ("interpolate", "scipy.interpolate")],
+    "sklearn": [("linear_model", "sklearn.linear_model"), ("tree", "sklearn.tree"),
+                ("ensemble", "sklearn.ensemble"), ("cluster", "sklearn.cluster"),
+                ("preprocessing", "sklearn.preprocessing"), ("model_selection", "sklearn.model_selection"),
+                ("metrics", "sklearn.metrics")],
+    "statsmodels": [("sm", "statsmodels.api")],
+    "matplotlib": [("matplotlib", "matplotlib"), ("plt", "matplotlib.pyplot")],
+    "seaborn": [("sns", "seaborn")],
+}
+STDLIB_PRELOADS = [(name, name) for name in "json csv datetime collections itertools functools math random re os sys".split()]
+PRELOADS = [pair for group in PRELOAD_GROUPS.values() for pair in group] + STDLIB_PRELOADS
+VERSIONED = list(PRELOAD_GROUPS)
+# The host chooses the groups with this variable: a comma-separated list of group names, or
+# "none". Unset means every group. The host validates the names; unknown ones are logged here.
+PRELOAD_ENV = "KILN_PRELOAD"
 
 _log_fd = 2  # a private duplicate of the original stderr once main() has run
 
@@ -129,12 +128,52 @@ def read_frames(fd: int) -> Iterator[bytes]:
             line, skipping = bytearray(), True
 
 
-def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Writes one response frame; ensure_ascii keeps the JSON on one line of plain ASCII."""
+def write_frame(fd: int, message: dict[str, Any], base64_state: str | None = None) -> None:
+    """Writes one response frame; ensure_ascii keeps the JSON on one line of plain ASCII.
+
+    base64_state, when given, becomes the "state" member without passing through json.dumps:
+    base64 needs no escaping, and for a state of megabytes the encoder's scan and copies cost
+    more than the rest of the request. Only a string this process produced with b64encode may
+    be passed here.
+    """
     payload = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    data = memoryview(RESPONSE_START + payload + RESPONSE_END)
-    while data:
-        data = data[os.write(fd, data):]
+    if base64_state is None:
+        write_all(fd, [RESPONSE_START, payload, RESPONSE_END])
+        return
+    state = base64_state.encode("ascii")
+    write_all(fd, [RESPONSE_START, payload[:-1], b',"state":"', state, b'"}', RESPONSE_END])
+
+
+def write_all(fd: int, parts: list[bytes]) -> None:
+    """Writes the parts in order with as few system calls as the pipe allows."""
+    views = [memoryview(part) for part in parts if part]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
+
+
+STATE_MEMBER = b'"state":"'
+
+
+def lift_state(payload: bytes) -> tuple[bytes, str | None]:
+    """Cuts a base64 state string out of a request payload before json.loads sees it.
+
+    Returns the payload with the state replaced by null, and the state; or the payload as it
+    was and None when the state is not there in the host's compact form. In valid JSON the
+    bytes '"state":"' can only be that member: a quote inside a string is always escaped.
+    """
+    start = payload.find(STATE_MEMBER)
+    if start < 0 or payload.find(STATE_MEMBER, start + 1) >= 0:
+        return payload, None
+    first = start + len(STATE_MEMBER)
+    end = payload.find(b'"', first)
+    blob = payload[first:end]
+    if end < 0 or b"\\" in blob or not blob.isascii():
+        return payload, None
+    return payload[:start] + b'"state":null' + payload[end + 1:], blob.decode("ascii")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +305,7 @@ def expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
 
 def parse_request(payload: bytes) -> Request:
     """Decodes and validates a request; missing or null fields get their defaults."""
+    payload, lifted_state = lift_state(payload)
     try:
         message = json.loads(payload)
     except Exception as exc:  # ValueError, and RecursionError for absurd nesting
@@ -280,7 +320,7 @@ def parse_request(payload: bytes) -> Request:
         raise BadRequest(f"unknown lang {request.lang!r}")
     request.code = expect(message.get("code") or "", str, "code")
     request.args = [expect(a, str, "args[]") for a in expect(message.get("args") or [], list, "args")]
-    request.state = expect(message.get("state") or None, (str, type(None)), "state")
+    request.state = lifted_state or expect(message.get("state") or None, (str, type(None)), "state")
     request.capture_state = expect(message.get("capture_state") or False, bool, "capture_state")
     timeout_ms = message.get("timeout_ms")
     if timeout_ms is not None and expect(timeout_ms, int, "timeout_ms") > 0:
@@ -716,6 +756,29 @@ class StdStreams:
         return reader, writer(1), writer(2)
 
 
+def preload_plan(groups: str | None) -> list[tuple[str, str]]:
+    """The (alias, module) pairs to pre-import for the value of KILN_PRELOAD.
+
+    None (unset) means every group; "none" or "" means none of the groups. The standard
+    library modules are bound in every case.
+    """
+    if groups is None:
+        return PRELOADS
+    chosen = []
+    for name in (part.strip().lower() for part in groups.split(",")):
+        if name in ("", "none"):
+            continue
+        if name == "all":
+            return PRELOADS
+        if name not in PRELOAD_GROUPS:
+            log(f"unknown pre-import group {name!r} in {PRELOAD_ENV}; ignored")
+            continue
+        chosen.append(name)
+    # The table's order, whatever the variable's: matplotlib before seaborn.
+    pairs = [pair for name, group in PRELOAD_GROUPS.items() if name in chosen for pair in group]
+    return pairs + STDLIB_PRELOADS
+
+
 class Server:
     """Holds the user namespace and serves requests on the private protocol fds."""
 
@@ -739,7 +802,7 @@ class Server:
         self.streams = StdStreams()
 
     def preload(self) -> None:
-        for alias, module_name in PRELOADS:
+        for alias, module_name in preload_plan(os.environ.get(PRELOAD_ENV)):
             try:
                 self.namespace[alias] = importlib.import_module(module_name)
             except Exception as exc:
@@ -767,7 +830,12 @@ class Server:
             if request.op == "ping":
                 write_frame(self.proto_out, {"id": request.id, "type": "pong"})
                 continue
-            write_frame(self.proto_out, self.execute(request).to_message())
+            message = self.execute(request).to_message()
+            if request.lang == "python" and message["state"] is not None:
+                # The state came from capture_state's b64encode: safe to splice.
+                write_frame(self.proto_out, message, base64_state=message.pop("state"))
+            else:
+                write_frame(self.proto_out, message)
             if self.once:
                 return
 
@@ -832,7 +900,12 @@ class Server:
         self.stderr.attach()
         sys.stdin, sys.stdout, sys.stderr = self.streams.fresh()
         sys.argv = [USER_FILENAME, *request.args]
-        importlib.invalidate_caches()  # files written since the last run can be imported
+        # Files written since the last run can be imported. Only the data dir changes: the rest
+        # of sys.path is the read-only image, and refreshing its hundreds of finders costs more
+        # than the whole of a small run.
+        for path, finder in list(sys.path_importer_cache.items()):
+            if finder is not None and is_within(path, self.data_dir):
+                finder.invalidate_caches()
 
     def end_run(self) -> None:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -881,6 +954,10 @@ class Server:
         finally:
             kill_leftovers({self.pid, child.pid})
         return Outcome() if returncode == 0 else signal_outcome(returncode)
+
+
+def is_within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def seed_matplotlib_cache() -> None:

@@ -35,14 +35,15 @@ class Repl:
     """One REPL server process with its own data directory."""
 
     def __init__(self, *flags: str, preload: bool = False, data_dir: str | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
         self.own_data_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kiln-test-")
         self.log = tempfile.TemporaryFile()
         args = [sys.executable, SERVER, "--data-dir", self.data_dir, *flags]
         if not preload:
             args.append("--no-preload")
-        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        env={**os.environ, **(env or {})})
         self._buffer = b""
         self._count = 0
         self.ready = self.read_frame(timeout)
@@ -110,8 +111,9 @@ class Repl:
 class ReplTestCase(unittest.TestCase):
     """Starts REPL processes on demand and stops them after the test."""
 
-    def start(self, *flags: str, preload: bool = False, data_dir: str | None = None) -> Repl:
-        repl = Repl(*flags, preload=preload, data_dir=data_dir)
+    def start(self, *flags: str, preload: bool = False, data_dir: str | None = None,
+              env: dict[str, str] | None = None) -> Repl:
+        repl = Repl(*flags, preload=preload, data_dir=data_dir, env=env)
         self.addCleanup(repl.close)
         return repl
 

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePreload(t *testing.T) {
+	tests := []struct {
+		in, want, err string
+	}{
+		{in: "", want: ""},
+		{in: "all", want: ""},
+		{in: " None ", want: "none"},
+		{in: "numpy", want: "numpy"},
+		{in: "numpy, Pandas,numpy", want: "numpy,pandas"},
+		{in: "numpy,torch", err: `unknown module "torch"`},
+		{in: "numpy,none", err: `"none" must be the only value`},
+		{in: "numpy,,pandas", err: `unknown module ""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parsePreload(tt.in)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSandboxEnvCarriesPreload(t *testing.T) {
+	if env := sandboxEnv(""); env != nil {
+		t.Errorf("got %v for the default, want nil (the default environment)", env)
+	}
+	env := sandboxEnv("numpy")
+	if got := env[len(env)-1]; got != "KILN_PRELOAD=numpy" {
+		t.Errorf("got last variable %q, want KILN_PRELOAD=numpy", got)
+	}
+}
