@@ -2,15 +2,16 @@
 // API client can do, run against one real kiln process with a real pool of hardened
 // sandboxes, each asserting the outcome the spec promises.
 //
-// Cases 1 to 22 live here (sandbox_test.go: 1-16, api_test.go: 17-20, load_test.go:
-// 21-22); spec_test.go checks the container spec itself with docker inspect. The fault
-// cases, which restart or kill things around kiln, are elsewhere: 23 (the Docker
-// daemon restarts) is test/fault's TestDockerDaemonRestart, 25 (SIGTERM drains, new
-// runs get 503, exit 0) is test/fault's TestSigtermDrainsInFlight, and 24 (kiln dies
-// by SIGKILL; its orphans are removed at the next start) is test/integration's
-// TestOrphansRemovedAtNextStart. The end of TestMain checks what security.md asks
-// after the whole suite: kiln answers, only the pool's own containers are left, its
-// memory is bounded, and SIGTERM makes it exit 0 leaving nothing behind.
+// Cases 1 to 22 live here (sandbox_test.go: 1-8, isolation_test.go: 9-16,
+// api_test.go: 17-20, load_test.go: 21-22); spec_test.go checks the container spec
+// itself with docker inspect. The fault cases, which restart or kill things around
+// kiln, are elsewhere: 23 (the Docker daemon restarts) is test/fault's
+// TestDockerDaemonRestart, 25 (SIGTERM drains, new runs get 503, exit 0) is
+// test/fault's TestSigtermDrainsInFlight, and 24 (kiln dies by SIGKILL; its orphans
+// are removed at the next start) is test/integration's TestOrphansRemovedAtNextStart.
+// The end of TestMain checks what security.md asks after the whole suite: kiln
+// answers, only the pool's own containers are left, its memory is bounded, and
+// SIGTERM makes it exit 0 leaving nothing behind.
 //
 // Run it with: go test -count=1 ./test/abuse/
 package abuse

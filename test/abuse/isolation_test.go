@@ -1,0 +1,396 @@
+package abuse
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// Cases 9 to 16 of security.md: what user code can see and reach from its sandbox,
+// and what it leaves behind. Parallel, like cases 1 to 8.
+
+// Case 9: output of child processes and of C code is in the response.
+func TestCase09ChildOutput(t *testing.T) {
+	t.Parallel()
+	res := run(t, `
+import ctypes, os, subprocess
+subprocess.run(["echo", "hi"])
+os.system("echo from-system")
+subprocess.run(["sh", "-c", "echo to-stderr >&2"])
+libc = ctypes.CDLL(None)
+libc.printf(b"from-c\n")
+libc.fflush(None)
+`, 0)
+	checkOutcome(t, res, outcome{status: "ok"})
+	if want := "hi\nfrom-system\nfrom-c\n"; res.Stdout != want {
+		t.Errorf("stdout = %q, want %q", res.Stdout, want)
+	}
+	if want := "to-stderr\n"; res.Stderr != want {
+		t.Errorf("stderr = %q, want %q", res.Stderr, want)
+	}
+}
+
+// Case 10: invalid UTF-8, NUL bytes and terminal escapes in output still make a valid
+// JSON body, with invalid bytes replaced and the rest kept.
+func TestCase10InvalidUTF8(t *testing.T) {
+	t.Parallel()
+	r := postJSON(t, "/exec", keyA, map[string]any{"code": `
+import os, sys
+os.write(1, b"bad:\xff\xfe|nul:\x00|esc:\x1b[31mred\x1b[0m|bell:\x07|\n")
+sys.stderr.write("err:\x00\x1b[2J\n")
+open(b"/mnt/data/bad\xffname\x01.txt", "wb").write(b"hi")
+b"\xff\x00"
+`})
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d, want 200: %s", r.status, r.body)
+	}
+	if !utf8.Valid(r.body) || !json.Valid(r.body) {
+		t.Fatalf("the body is not valid UTF-8 JSON: %q", r.body)
+	}
+	var res kilntest.ExecResponse
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	checkOutcome(t, res, outcome{status: "ok"})
+	if want := "bad:\uFFFD\uFFFD|nul:\x00|esc:\x1b[31mred\x1b[0m|bell:\x07|\n"; res.Stdout != want {
+		t.Errorf("stdout = %q, want %q", res.Stdout, want)
+	}
+	if want := "err:\x00\x1b[2J\n"; res.Stderr != want {
+		t.Errorf("stderr = %q, want %q", res.Stderr, want)
+	}
+	if want := `b'\xff\x00'`; kilntest.Str(res.Result) != want {
+		t.Errorf("result = %q, want %q", kilntest.Str(res.Result), want)
+	}
+	if len(res.Files) != 1 {
+		t.Fatalf("files = %+v, want the one file written", res.Files)
+	}
+	name := res.Files[0].Name
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		t.Errorf("file name = %q, want valid UTF-8 without control characters", name)
+	}
+}
+
+// Case 11: no network: only the loopback interface exists, there is no route, and
+// name resolution fails for want of any resolver. Nothing is sent anywhere: the
+// checks read /sys and /proc, and a lookup with no interface and no nameserver
+// cannot leave the sandbox.
+func TestCase11NoNetwork(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		Interfaces []string `json:"interfaces"`
+		Routes     []string `json:"routes"`
+		Resolve    string   `json:"resolve"`
+		EAIAgain   bool     `json:"eai_again"`
+	}
+	observe(t, `
+import json, os, socket
+out = {"interfaces": sorted(os.listdir("/sys/class/net")),
+       "routes": open("/proc/net/route").read().splitlines()[1:]}
+try:
+    socket.getaddrinfo("example.invalid", 80)
+    out["resolve"] = "resolved"
+except socket.gaierror as e:
+    out["resolve"] = "failed"
+    out["eai_again"] = e.errno == socket.EAI_AGAIN
+print(json.dumps(out))
+`, &got)
+	if !slices.Equal(got.Interfaces, []string{"lo"}) {
+		t.Errorf("interfaces = %v, want [lo]", got.Interfaces)
+	}
+	if len(got.Routes) != 0 {
+		t.Errorf("IPv4 routes = %v, want none", got.Routes)
+	}
+	// EAI_AGAIN: no resolver could be asked (a resolver saying "no such name" would
+	// be EAI_NONAME, and would mean the sandbox reached one).
+	if got.Resolve != "failed" || !got.EAIAgain {
+		t.Errorf("name resolution: %s (EAI_AGAIN %v), want a failure with EAI_AGAIN", got.Resolve, got.EAIAgain)
+	}
+}
+
+// Case 12: no secrets: nothing of kiln's configuration, its API keys above all, is in
+// the sandbox's environment, in /proc/1/environ, or in what bash's env prints.
+func TestCase12NoSecrets(t *testing.T) {
+	t.Parallel()
+	// kiln's own environment holds the keys, a canary and its configuration names.
+	secrets := []string{keyA, keyB, canary, "API_KEYS", "KILN_ABUSE_CANARY", "DATA_DIR", "INSTANCE_ID", srv.Instance, dataDir}
+	var got struct {
+		Environ  map[string]string `json:"environ"`
+		Proc1    string            `json:"proc1"`
+		ProcSelf string            `json:"proc_self"`
+		BashEnv  string            `json:"bash_env"`
+	}
+	// bash is started the way lang=bash starts it: a child of the REPL.
+	observe(t, `
+import json, os, subprocess
+read = lambda p: open(p, "rb").read().decode("utf-8", "replace")
+print(json.dumps({"environ": dict(os.environ), "proc1": read("/proc/1/environ"),
+                  "proc_self": read("/proc/self/environ"),
+                  "bash_env": subprocess.run(["bash", "-c", "env"], capture_output=True, text=True).stdout}))
+`, &got)
+
+	environ, _ := json.Marshal(got.Environ)
+	sources := map[string]string{
+		"os.environ": string(environ), "/proc/1/environ": got.Proc1,
+		"/proc/self/environ": got.ProcSelf, "bash env": got.BashEnv,
+	}
+	for name, text := range sources {
+		// Each source must hold an environment, or the check below proves nothing.
+		if !strings.Contains(text, "PATH") {
+			t.Errorf("%s holds no PATH: the check read nothing: %.300q", name, text)
+		}
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s contains %q", name, s)
+			}
+		}
+	}
+	if got.Environ["HOME"] != "/tmp" {
+		t.Errorf("HOME = %q, want /tmp (not kiln's)", got.Environ["HOME"])
+	}
+}
+
+// Case 13: no Docker socket and a read-only root filesystem: creating anything
+// outside /tmp and /mnt/data fails with EROFS.
+func TestCase13NoSocketReadOnlyRoot(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		Sockets []string       `json:"sockets"`
+		Create  map[string]int `json:"create"`
+		Write   map[string]int `json:"write"`
+		Mounts  []string       `json:"mounts"`
+	}
+	observe(t, `
+import json, os, stat
+def errno_of(f):
+    try:
+        f()
+        return 0
+    except OSError as e:
+        return e.errno
+socks = []
+for top in ["/run", "/var", "/tmp", "/mnt", "/home", "/root", "/srv", "/opt", "/etc", "/dev"]:
+    for root, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            try:
+                if stat.S_ISSOCK(os.lstat(p).st_mode) or "docker" in n:
+                    socks.append(p)
+            except OSError:
+                pass
+create = {p: errno_of(lambda: open(p, "x").close())
+          for p in ["/x", "/usr/x", "/etc/x", "/var/x", "/var/tmp/x", "/opt/kiln/x", "/home/x", "/mnt/x", "/sys/x"]}
+create.update({p: errno_of(lambda: os.mkdir(p)) for p in ["/newdir", "/usr/lib/newdir"]})
+create["/tmp/ok"] = errno_of(lambda: open("/tmp/ok", "x").close())
+create["/mnt/data/ok"] = errno_of(lambda: open("/mnt/data/ok", "x").close())
+# Existing root-owned files: not writable either way (EACCES or EROFS).
+write = {p: errno_of(lambda: os.close(os.open(p, os.O_WRONLY)))
+         for p in ["/etc/passwd", "/usr/bin/python3", "/proc/sys/kernel/hostname"]}
+mounts = [l.split()[1] + " " + l.split()[3] for l in open("/proc/mounts") if l.split()[1] in ("/", "/tmp", "/mnt/data", "/dev/shm", "/dev/mqueue")]
+print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": mounts}))
+`, &got)
+	if len(got.Sockets) != 0 {
+		t.Errorf("sockets or docker files found in the sandbox: %v", got.Sockets)
+	}
+	for p, errno := range got.Create {
+		want := 30 // EROFS
+		if strings.HasPrefix(p, "/tmp/") || strings.HasPrefix(p, "/mnt/data/") {
+			want = 0
+		}
+		if errno != want {
+			t.Errorf("creating %s: errno %d, want %d", p, errno, want)
+		}
+	}
+	for p, errno := range got.Write {
+		if errno != 13 && errno != 30 {
+			t.Errorf("opening %s for writing: errno %d, want EACCES (13) or EROFS (30)", p, errno)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range got.Mounts {
+		p, opts, _ := strings.Cut(m, " ")
+		mounts[p] = opts
+	}
+	if !strings.HasPrefix(mounts["/"], "ro,") {
+		t.Errorf("root filesystem options = %q, want ro", mounts["/"])
+	}
+	// security.md asks for IpcMode=private, and with it Docker mounts a private
+	// /dev/shm (tmpfs, ShmSize) and /dev/mqueue: the only writable places besides /tmp
+	// and /mnt/data. docs/security.md says so. They must stay private, small (shm
+	// pages count against the container's memory limit) and free of exec, suid and
+	// devices.
+	t.Run("IPC mounts", func(t *testing.T) {
+		for _, p := range []string{"/dev/shm", "/dev/mqueue"} {
+			opts := strings.Split(mounts[p], ",")
+			for _, want := range []string{"nosuid", "nodev", "noexec"} {
+				if !slices.Contains(opts, want) {
+					t.Errorf("%s mount options = %q, want %s", p, mounts[p], want)
+				}
+			}
+		}
+		size := -1
+		for _, o := range strings.Split(mounts["/dev/shm"], ",") {
+			if v, ok := strings.CutPrefix(o, "size="); ok {
+				size, _ = strconv.Atoi(strings.TrimSuffix(v, "k"))
+			}
+		}
+		if size <= 0 || size > 64<<10 {
+			t.Errorf("/dev/shm size = %dk, want at most 64 MiB (Docker's default ShmSize)", size)
+		}
+	})
+}
+
+// Case 14: filling /tmp or /mnt/data, in bytes or in inodes, is ENOSPC inside the
+// sandbox: a normal error result.
+func TestCase14FillTmpfs(t *testing.T) {
+	t.Parallel()
+	// /tmp is filled in bytes, emptied, filled in inodes, emptied (each ENOSPC caught
+	// and its errno printed); then /mnt/data is filled and the error left to end the run.
+	res := run(t, `
+import errno, os, shutil
+def fill_bytes(d):
+    chunk = b"\0" * (1 << 20)
+    n = 0
+    while True:
+        with open("%s/fill-%d" % (d, n), "wb") as f:
+            for _ in range(4):
+                f.write(chunk)
+        n += 1
+def fill_inodes(d):
+    for i in range(100000):
+        open("%s/i%d" % (d, i), "w").close()
+def caught(fill, d):
+    try:
+        fill(d)
+    except OSError as e:
+        print(e.errno)
+    for n in os.listdir(d):
+        os.remove(os.path.join(d, n))
+os.mkdir("/tmp/b")
+caught(fill_bytes, "/tmp/b")
+caught(fill_inodes, "/tmp/b")
+fill_bytes("/mnt/data")
+`, 30000)
+	checkOutcome(t, res, outcome{status: "error", exit: 1, err: "OSError: [Errno 28] No space left on device"})
+	if want := "28\n28\n"; res.Stdout != want {
+		t.Errorf("errnos filling /tmp in bytes then inodes = %q, want %q (ENOSPC twice)", res.Stdout, want)
+	}
+}
+
+// Case 15: a symlink in /mnt/data to /etc/passwd or /proc/self/environ (or any
+// non-regular file) is never returned as a file.
+func TestCase15Symlinks(t *testing.T) {
+	t.Parallel()
+	res := execAs(t, keyA, map[string]any{"code": `
+import os
+os.symlink("/etc/passwd", "passwd")
+os.symlink("/proc/self/environ", "environ")
+os.symlink("/etc", "etc")
+os.mkdir("sub")
+os.symlink("/etc/shadow", "sub/shadow")
+os.mkfifo("fifo")
+open("real.txt", "w").write("real")
+`})
+	checkOutcome(t, res, outcome{status: "ok"})
+	var names []string
+	for _, f := range res.Files {
+		names = append(names, f.Name)
+	}
+	if !slices.Equal(names, []string{"real.txt"}) {
+		t.Errorf("files returned = %v, want only [real.txt]", names)
+	}
+	r := do(t, http.MethodGet, "/files/"+res.SessionID+"?detail=simple", keyA, nil, nil)
+	var listed []struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(r.body, &listed); err != nil || r.status != http.StatusOK {
+		t.Fatalf("GET /files: %d %v: %s", r.status, err, r.body)
+	}
+	if len(listed) != 1 || listed[0].Name != "real.txt" {
+		t.Errorf("session files = %s, want only real.txt", r.body)
+	}
+}
+
+// Case 16: nothing survives from one execution to the next (a file in /tmp, a file in
+// /mnt/data, a global, a background process, the container itself) except what the
+// session's state and files carry.
+func TestCase16NothingSurvives(t *testing.T) {
+	t.Parallel()
+	const plant = `
+import os, subprocess
+open("/tmp/marker", "w").write("x")
+open("/mnt/data/marker.txt", "w").write("x")
+MARKER = 1
+subprocess.Popen(["sleep", "987"], start_new_session=True)
+`
+	const look = `
+import json, os
+procs = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            procs.append(open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+print(json.dumps({"tmp": os.path.exists("/tmp/marker"), "data": os.path.exists("/mnt/data/marker.txt"),
+                  "global": "MARKER" in globals(), "sleeper": any("sleep 987" in p for p in procs),
+                  "container": open("/proc/self/cgroup").read().split("/")[-1].strip()}))
+`
+	type seen struct {
+		Tmp       bool   `json:"tmp"`
+		Data      bool   `json:"data"`
+		Global    bool   `json:"global"`
+		Sleeper   bool   `json:"sleeper"`
+		Container string `json:"container"`
+	}
+	lookAt := func(t *testing.T, body map[string]any) seen {
+		t.Helper()
+		res := execAs(t, keyA, body)
+		checkOutcome(t, res, outcome{status: "ok"})
+		var s seen
+		if err := json.Unmarshal([]byte(res.Stdout), &s); err != nil {
+			t.Fatalf("decoding %q: %v", res.Stdout, err)
+		}
+		return s
+	}
+	// The container of the planting run, read the same way.
+	plantAndID := plant + "print(open('/proc/self/cgroup').read().split('/')[-1].strip())\n"
+
+	// Two planting runs: one stateless (its state comes back in the body), one in a
+	// new session; each is followed by runs that may or may not carry things over.
+	stateless := execAs(t, keyA, map[string]any{"code": plantAndID, "state": nil})
+	checkOutcome(t, stateless, outcome{status: "ok"})
+	session := execAs(t, keyA, map[string]any{"code": plantAndID})
+	checkOutcome(t, session, outcome{status: "ok"})
+	if stateless.State == nil || !session.HasState {
+		t.Fatalf("planting runs: stateless state %v, session has_state %v; want state from both", stateless.State != nil, session.HasState)
+	}
+	tests := []struct {
+		name  string
+		first kilntest.ExecResponse
+		body  map[string]any
+		want  seen // Container is checked apart
+	}{
+		{"stateless", stateless, map[string]any{"code": look, "state": nil}, seen{}},
+		{"stateless with the state returned", stateless, map[string]any{"code": look, "state": *stateless.State}, seen{Global: true}},
+		{"a new session", session, map[string]any{"code": look}, seen{}},
+		{"the same session", session, map[string]any{"code": look, "session_id": session.SessionID}, seen{Global: true, Data: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := lookAt(t, tt.body)
+			if firstID := strings.TrimSpace(tt.first.Stdout); firstID == "" || got.Container == "" || firstID == got.Container {
+				t.Errorf("containers %q then %q, want two different ones", firstID, got.Container)
+			}
+			got.Container = ""
+			if got != tt.want {
+				t.Errorf("second run saw %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
