@@ -134,7 +134,7 @@ func Start(opts Options) (*Server, error) {
 	case <-s.exited:
 		return nil, fmt.Errorf("kiln exited at start: %v\n%s", s.exitErr, s.Logs())
 	case <-time.After(60 * time.Second):
-		s.Kill()
+		s.abandon()
 		return nil, fmt.Errorf("kiln did not listen within 60s\n%s", s.Logs())
 	}
 	if opts.NoWait {
@@ -145,7 +145,7 @@ func Start(opts Options) (*Server, error) {
 		timeout = 3 * time.Minute
 	}
 	if err := s.WaitReady(timeout); err != nil {
-		s.Kill()
+		s.abandon()
 		return nil, err
 	}
 	return s, nil
@@ -202,7 +202,7 @@ func (s *Server) Stop(timeout time.Duration) error {
 	case <-s.exited:
 		return s.exitErr
 	case <-time.After(timeout):
-		s.Kill()
+		s.abandon()
 		return errors.New("kiln did not stop after SIGTERM")
 	}
 }
@@ -211,6 +211,15 @@ func (s *Server) Stop(timeout time.Duration) error {
 func (s *Server) Kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
+}
+
+// abandon kills a server a test gave up on and removes its containers, which nobody
+// else would: its instance id is never started again.
+func (s *Server) abandon() {
+	s.Kill()
+	if ids, err := Containers(s.Instance); err == nil && len(ids) > 0 {
+		_, _ = Docker(append([]string{"rm", "-f"}, ids...)...)
+	}
 }
 
 // Exited is closed when the process has exited.
