@@ -35,6 +35,15 @@ func pathID(r *http.Request, name string) (string, error) {
 	return id, nil
 }
 
+// fileIDs returns the session and file ids of a /{session_id}/{file_id} path.
+func fileIDs(r *http.Request) (sid, fid string, err error) {
+	if sid, err = pathID(r, "session_id"); err != nil {
+		return "", "", err
+	}
+	fid, err = pathID(r, "file_id")
+	return sid, fid, err
+}
+
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 type uploadedFile struct {
@@ -148,12 +157,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 
 // download handles GET /download/{session_id}/{file_id}.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	sid, err := pathID(r, "session_id")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	fid, err := pathID(r, "file_id")
+	sid, fid, err := fileIDs(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -195,12 +199,7 @@ func contentDisposition(name string) string {
 
 // deleteFile handles DELETE /files/{session_id}/{file_id}.
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	sid, err := pathID(r, "session_id")
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	fid, err := pathID(r, "file_id")
+	sid, fid, err := fileIDs(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
