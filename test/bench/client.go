@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// client talks to one kiln over loopback HTTP and watches its process.
+type client struct {
+	url   string
+	key   string
+	pid   int // 0 when the process is not ours to watch
+	http  *http.Client
+	polls atomic.Int64 // /metrics polls so far, whose CPU cpuMeter takes out
+	// pollCPU is kiln's CPU per /metrics poll in ms, measured with the pool idle.
+	pollCPU float64
+}
+
+func newClient(url, key string, pid int) *client {
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	return &client{url: strings.TrimRight(url, "/"), key: key, pid: pid, http: &http.Client{Transport: tr}}
+}
+
+// execResult is what the benchmark reads of a POST /exec answer.
+type execResult struct {
+	Code      int
+	Status    string  `json:"status"`
+	Stdout    string  `json:"stdout"`
+	Error     *string `json:"error"`
+	SessionID string  `json:"session_id"`
+	HasState  bool    `json:"has_state"`
+	StateSize int     `json:"state_size"`
+	Timing    struct {
+		QueueMS float64 `json:"queue_ms"`
+		ExecMS  float64 `json:"exec_ms"`
+		TotalMS float64 `json:"total_ms"`
+	} `json:"timing"`
+	Took time.Duration
+}
+
+// exec posts body to /exec and times the whole round trip as the client sees it.
+func (c *client) exec(ctx context.Context, body map[string]any) (*execResult, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/exec", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.key != "" {
+		req.Header.Set("X-API-Key", c.key)
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	out := &execResult{Code: resp.StatusCode, Took: took}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return nil, fmt.Errorf("decode answer: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// poolStats is the pool part of /health/detailed.
+type poolStats struct {
+	Target  int   `json:"target"`
+	Ready   int   `json:"ready"`
+	Warming int   `json:"warming"`
+	InUse   int   `json:"in_use"`
+	Created int64 `json:"created"`
+}
+
+func (c *client) pool(ctx context.Context) (poolStats, error) {
+	var out struct {
+		Pool poolStats `json:"pool"`
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/health/detailed", nil)
+	if err != nil {
+		return out.Pool, err
+	}
+	if c.key != "" {
+		req.Header.Set("X-API-Key", c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return out.Pool, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	return out.Pool, err
+}
+
+// waitReady polls the pool until at least n sandboxes are ready, or ctx ends. It reads
+// the kiln_pool_ready gauge of /metrics: /health/detailed asks the Docker daemon twice
+// per call, which at this polling rate would be most of kiln's CPU in a paced phase.
+func (c *client) waitReady(ctx context.Context, n int) error {
+	for {
+		if ready, err := c.readyGauge(ctx); err == nil && ready >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d ready sandboxes: %w", n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *client) readyGauge(ctx context.Context) (int, error) {
+	c.polls.Add(1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	if c.key != "" {
+		req.Header.Set("X-API-Key", c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "kiln_pool_ready "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err
+		}
+	}
+	return 0, fmt.Errorf("no kiln_pool_ready in /metrics")
+}
+
+// cpuTicks returns the process's utime+stime in clock ticks (USER_HZ, 100 on Linux).
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc stat")
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st, nil
+}
+
+const userHZ = 100
+
+// rssKB returns VmRSS of pid in KiB.
+func rssKB(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS")
+}
+
+// rssSampler records the peak RSS of a process until stopped.
+type rssSampler struct {
+	pid  int
+	mu   sync.Mutex
+	peak int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startRSS(pid int) *rssSampler {
+	s := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kb, err := rssKB(pid); err == nil {
+				s.mu.Lock()
+				s.peak = max(s.peak, kb)
+				s.mu.Unlock()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Peak returns the peak so far in MiB.
+func (s *rssSampler) Peak() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return float64(s.peak) / 1024
+}
+
+// Stop ends the sampling and returns the peak in MiB.
+func (s *rssSampler) Stop() float64 {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	return s.Peak()
+}
+
+// cpuMeter measures the CPU a process used over a phase.
+type cpuMeter struct {
+	c     *client
+	start int64
+	polls int64
+}
+
+func (c *client) cpu() cpuMeter {
+	if c.pid == 0 {
+		return cpuMeter{}
+	}
+	t, _ := cpuTicks(c.pid)
+	return cpuMeter{c: c, start: t, polls: c.polls.Load()}
+}
+
+// perRequest returns the CPU milliseconds used since the meter started, less what the
+// benchmark's own /metrics polls cost, divided by n.
+func (m cpuMeter) perRequest(n int) float64 {
+	if m.c == nil || n == 0 {
+		return 0
+	}
+	t, err := cpuTicks(m.c.pid)
+	if err != nil {
+		return 0
+	}
+	used := float64(t-m.start)*1000/userHZ - float64(m.c.polls.Load()-m.polls)*m.c.pollCPU
+	return round(max(used, 0)/float64(n), 2)
+}
+
+// measurePollCPU polls /metrics n times with nothing else going on and keeps kiln's
+// CPU per poll, so that paced phases can take it out of their figures.
+func (c *client) measurePollCPU(ctx context.Context, n int) {
+	if c.pid == 0 {
+		return
+	}
+	start, err := cpuTicks(c.pid)
+	if err != nil {
+		return
+	}
+	for range n {
+		if _, err := c.readyGauge(ctx); err != nil {
+			return
+		}
+	}
+	end, err := cpuTicks(c.pid)
+	if err == nil {
+		c.pollCPU = float64(end-start) * 1000 / userHZ / float64(n)
+	}
+}

@@ -1,0 +1,343 @@
+// Command bench measures kiln end to end on this machine: it starts real kiln
+// processes on loopback (or targets one with -url), drives them over HTTP, times cold
+// docker runs of the same image for comparison, and writes a table, JSON and an SVG
+// chart under test/results/bench/. `make bench` runs it. Every phase is bounded in
+// count and time; all traffic stays on loopback.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+func main() {
+	var (
+		url     = flag.String("url", "", "benchmark a running kiln at this URL instead of starting one (skips the phases that need their own configuration)")
+		key     = flag.String("key", "", "API key for -url")
+		pid     = flag.Int("pid", 0, "process id of the kiln behind -url, for RSS and CPU")
+		image   = flag.String("image", "kiln-python:latest", "sandbox image")
+		out     = flag.String("out", filepath.Join(kilntest.Root(), "test", "results", "bench"), "output directory")
+		quick   = flag.Bool("quick", false, "small counts and short phases: a smoke test, not a measurement")
+		overSec = flag.Int("overload-seconds", 30, "length of the sustained-overload phases")
+	)
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	c := defaultCounts()
+	if *quick {
+		c = quickCounts()
+		*overSec = min(*overSec, 8)
+	}
+	b := &bench{image: *image, counts: c, overload: time.Duration(*overSec) * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	res := newResults()
+	var err error
+	if *url != "" {
+		err = b.runRemote(ctx, newClient(*url, *key, *pid), res)
+	} else {
+		err = b.runLocal(ctx, res)
+	}
+	if err != nil {
+		log.Printf("bench: %v", err)
+	}
+	res.Meta.Finished = time.Now().UTC().Format(time.RFC3339)
+	res.Meta.LoadEnd = loadAvg()
+	if werr := write(*out, res); werr != nil {
+		log.Fatalf("bench: write results: %v", werr)
+	}
+	fmt.Print(table(res))
+	fmt.Printf("\nwritten to %s\n", *out)
+	if err != nil {
+		os.Exit(1)
+	}
+}
+
+// counts are how many calls or waves each phase makes.
+type counts struct {
+	waves    map[int]int // concurrency -> waves
+	state    int
+	complex  int
+	cold     int
+	split    int
+	firstUse int
+	preload  time.Duration // overload length for each PRELOAD_MODULES variant
+}
+
+func defaultCounts() counts {
+	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second}
+}
+
+func quickCounts() counts {
+	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second}
+}
+
+type bench struct {
+	image    string
+	counts   counts
+	overload time.Duration
+}
+
+// baseEnv is the configuration every kiln of the benchmark shares.
+func (b *bench) baseEnv(dataDir string) []string {
+	return []string{"SANDBOX_IMAGE=" + b.image, "DATA_DIR=" + dataDir, "LOG_LEVEL=debug"}
+}
+
+// start runs a kiln with env and waits until its pool is full.
+func (b *bench) start(ctx context.Context, env []string, pool int) (*kilntest.Server, *client, error) {
+	dir, err := os.MkdirTemp("", "kiln-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	env = append(b.baseEnv(dir), append(env, "POOL_SIZE="+strconv.Itoa(pool))...)
+	srv, err := kilntest.Start(kilntest.Options{Env: env, ReadyTimeout: 5 * time.Minute})
+	if err != nil {
+		return nil, nil, err
+	}
+	k := newClient(srv.URL, "", srv.PID())
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := k.waitReady(wctx, pool); err != nil {
+		stop(srv)
+		return nil, nil, err
+	}
+	return srv, k, nil
+}
+
+func stop(srv *kilntest.Server) {
+	if err := srv.Stop(time.Minute); err != nil {
+		log.Printf("stopping kiln: %v", err)
+	}
+}
+
+func (b *bench) runLocal(ctx context.Context, res *Results) error {
+	res.Meta.Target = "kiln started by the benchmark (kilntest), loopback"
+	log.Printf("kiln A: POOL_SIZE=8, full pre-imports")
+	srv, k, err := b.start(ctx, []string{"MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60"}, 8)
+	if err != nil {
+		return fmt.Errorf("start kiln A: %w", err)
+	}
+	time.Sleep(2 * time.Second) // let the last warm-up's garbage settle
+	if kb, err := rssKB(srv.PID()); err == nil {
+		res.Resources.IdleRSSMB = round(float64(kb)/1024, 1)
+	}
+	rss := startRSS(srv.PID())
+	err = b.poolPhases(ctx, k, res, rss)
+	res.Resources.PeakRSSMB = round(rss.Stop(), 1)
+	res.Preload = append(res.Preload, preloadRow("full (default)", srv.Logs(), res.rate("kiln refill under overload"), res.summary("first import pandas (full)")))
+	stop(srv)
+	if err != nil {
+		return err
+	}
+
+	b.dockerPhases(ctx, res)
+
+	log.Printf("kiln B: pool exhaustion")
+	srv, k, err = b.start(ctx, []string{"MAX_QUEUE=2", "QUEUE_TIMEOUT_SECONDS=1"}, 2)
+	if err != nil {
+		return fmt.Errorf("start kiln B: %w", err)
+	}
+	ex := exhaustion(ctx, k, 16, time.Second)
+	ex.Config = "POOL_SIZE=2 MAX_QUEUE=2 QUEUE_TIMEOUT_SECONDS=1, 16 calls at once"
+	res.Exhaustion = &ex
+	stop(srv)
+
+	for _, set := range []struct{ name, env string }{{"numpy", "numpy"}, {"none", "none"}} {
+		log.Printf("kiln: PRELOAD_MODULES=%s", set.env)
+		srv, k, err := b.start(ctx, []string{"PRELOAD_MODULES=" + set.env, "MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60"}, 4)
+		if err != nil {
+			return fmt.Errorf("start kiln with PRELOAD_MODULES=%s: %w", set.env, err)
+		}
+		first := firstUse(ctx, k, b.counts.firstUse)
+		rate, err := overload(ctx, k, 4, b.counts.preload)
+		if err != nil {
+			log.Printf("overload: %v", err)
+		}
+		res.Preload = append(res.Preload, preloadRow(set.name, srv.Logs(), rate, first))
+		stop(srv)
+	}
+	return nil
+}
+
+// poolPhases are the phases any kiln can serve, whoever started it.
+func (b *bench) poolPhases(ctx context.Context, k *client, res *Results, rss *rssSampler) error {
+	k.measurePollCPU(ctx, 300)
+	res.Resources.PollCPUMS = round(k.pollCPU, 3)
+	log.Printf("warm print(1) at c=1,2,4,8")
+	latencyPhase(ctx, k, b.counts.waves, res)
+	if rss != nil {
+		res.Resources.PeakPrintRSSMB = round(rss.Peak(), 1)
+	}
+	log.Printf("sessions with state")
+	statePhase(ctx, k, []int{10 << 10, 1 << 20, 10 << 20}, b.counts.state, res)
+	log.Printf("complex cases")
+	complexPhase(ctx, k, b.counts.complex, res)
+	fu := firstUse(ctx, k, b.counts.firstUse)
+	fu.Name = "first import pandas (full)"
+	res.Latency = append(res.Latency, fu)
+	return b.refillComparison(ctx, k, res)
+}
+
+// refillRounds is how many times the refill comparison alternates between kiln and
+// docker run, so that a change in the machine's load hits both sides alike.
+const refillRounds = 3
+
+// refillComparison measures kiln's refill under sustained overload and back-to-back
+// cold docker runs in alternating windows, each starting with kiln's pool full and
+// idle, so that neither side competes with the other's work.
+func (b *bench) refillComparison(ctx context.Context, k *client, res *Results) error {
+	st, err := k.pool(ctx)
+	if err != nil {
+		return fmt.Errorf("pool stats: %w", err)
+	}
+	window := b.overload / refillRounds
+	var (
+		kiln           Rate
+		dockerN        int
+		dockerT, kilnT time.Duration
+		dockerErr      error
+		cpuMS          float64
+	)
+	for round := range refillRounds {
+		log.Printf("refill round %d/%d: kiln overload, then docker run, %s each", round+1, refillRounds, window)
+		if err := b.waitFull(ctx, k, st.Target); err != nil {
+			return err
+		}
+		cpu := k.cpu()
+		r, err := overload(ctx, k, 8, window)
+		if err != nil {
+			return fmt.Errorf("overload: %w", err)
+		}
+		cpuMS += cpu.perRequest(1)
+		kiln.N += r.N
+		kilnT += time.Duration(r.Seconds * float64(time.Second))
+		kiln.Note = r.Note
+		if err := b.waitFull(ctx, k, st.Target); err != nil {
+			return err
+		}
+		n, d, err := backToBack(ctx, b.image, 2, window)
+		dockerN, dockerT = dockerN+n, dockerT+d
+		if err != nil && dockerErr == nil {
+			dockerErr = err
+		}
+	}
+	kiln.Name = "kiln refill under overload"
+	kiln.Seconds = round(kilnT.Seconds(), 1)
+	kiln.PerSecond = round(float64(kiln.N)/kilnT.Seconds(), 3)
+	kiln.Note = fmt.Sprintf("%d windows of %s alternating with docker run; last: %s", refillRounds, window, kiln.Note)
+	res.Rates = append(res.Rates, kiln)
+	if kiln.N > 0 {
+		res.Resources.CPUPerRequestMS["overload (per container)"] = round(cpuMS/float64(kiln.N), 2)
+	}
+	note := fmt.Sprintf("2 sequential loops (= POOL_WARMERS), REPL --once with pre-imports + print(1); %d windows of %s", refillRounds, window)
+	if dockerErr != nil {
+		note += "; error: " + dockerErr.Error()
+	}
+	res.Rates = append(res.Rates, Rate{Name: "back-to-back docker run", PerSecond: round(float64(dockerN)/dockerT.Seconds(), 3),
+		N: dockerN, Seconds: round(dockerT.Seconds(), 1), Note: note})
+	return nil
+}
+
+// waitFull waits until the pool is back to its target, so that no warm-up of kiln's
+// runs into the next window.
+func (b *bench) waitFull(ctx context.Context, k *client, target int) error {
+	wctx, cancel := context.WithTimeout(ctx, 3*refillWait)
+	defer cancel()
+	return k.waitReady(wctx, target)
+}
+
+// dockerPhases time cold docker runs of the image: the baseline and the warm-up split.
+func (b *bench) dockerPhases(ctx context.Context, res *Results) {
+	log.Printf("cold docker runs")
+	run := func(name string, n int, f func() (time.Duration, error), note string) {
+		var took []time.Duration
+		fails := 0
+		for range n {
+			d, err := f()
+			if err != nil {
+				log.Printf("%s: %v", name, err)
+				fails++
+				continue
+			}
+			took = append(took, d)
+		}
+		res.Latency = append(res.Latency, summarize(name, took, fails, note))
+	}
+	run("cold docker run: pre-imports + print(1)", b.counts.cold,
+		func() (time.Duration, error) { return coldRun(ctx, b.image, nil) }, "same image and hardening, REPL --once")
+	run("split: docker run, entrypoint true", b.counts.split,
+		func() (time.Duration, error) { return trivialRun(ctx, b.image) }, "daemon + runtime only")
+	run("split: docker run, python3 -c pass", b.counts.split,
+		func() (time.Duration, error) { return interpreterRun(ctx, b.image) }, "daemon + bare interpreter")
+}
+
+func (b *bench) runRemote(ctx context.Context, k *client, res *Results) error {
+	res.Meta.Target = k.url
+	var rss *rssSampler
+	if k.pid != 0 {
+		if kb, err := rssKB(k.pid); err == nil {
+			res.Resources.IdleRSSMB = round(float64(kb)/1024, 1)
+		}
+		rss = startRSS(k.pid)
+		defer func() { res.Resources.PeakRSSMB = round(rss.Stop(), 1) }()
+	}
+	if err := b.poolPhases(ctx, k, res, rss); err != nil {
+		return err
+	}
+	b.dockerPhases(ctx, res)
+	return nil
+}
+
+func newResults() *Results {
+	r := &Results{}
+	r.Meta.Started = time.Now().UTC().Format(time.RFC3339)
+	r.Meta.GoVersion = runtime.Version()
+	r.Meta.CPUs = runtime.NumCPU()
+	r.Meta.LoadStart = loadAvg()
+	r.Meta.Pacing = "before each wave of c calls the benchmark polls /metrics (kiln_pool_ready) every 20 ms until ready >= c, so " +
+		"every call finds a warm sandbox; arrivals are paced by the pool's refill (warm-ups of earlier calls' " +
+		"replacements run in the background while later calls are measured)"
+	if out, err := exec.Command("git", "-C", kilntest.Root(), "rev-parse", "--short", "HEAD").Output(); err == nil {
+		r.Meta.Commit = strings.TrimSpace(string(out))
+	}
+	r.Resources.CPUPerRequestMS = map[string]float64{}
+	return r
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:3], " ")
+}
+
+// preloadRow summarises one PRELOAD_MODULES set: the warm-ups its kiln logged, its
+// refill rate under overload and the first pandas import in user code.
+func preloadRow(set, logs string, rate Rate, first Summary) PreloadRow {
+	var warm []time.Duration
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"sandbox ready"`) {
+			continue
+		}
+		var m struct {
+			WarmupMS float64 `json:"warmup_ms"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.WarmupMS > 0 {
+			warm = append(warm, time.Duration(m.WarmupMS*float64(time.Millisecond)))
+		}
+	}
+	return PreloadRow{Set: set, Warmup: summarize("warm-up", warm, 0, ""), RefillPerS: rate.PerSecond, FirstImport: first}
+}
