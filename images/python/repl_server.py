@@ -80,6 +80,7 @@ VERSIONED = list(PRELOAD_GROUPS)
 # The host chooses the groups with this variable: a comma-separated list of group names, or
 # "none". Unset means every group. The host validates the names; unknown ones are logged here.
 PRELOAD_ENV = "KILN_PRELOAD"
+STATE_CODECS = ["cloudpickle", "lz4.frame"]
 
 _log_fd = 2  # a private duplicate of the original stderr once main() has run
 
@@ -805,6 +806,13 @@ class Server:
         for alias, module_name in preload_plan(os.environ.get(PRELOAD_ENV)):
             try:
                 self.namespace[alias] = importlib.import_module(module_name)
+            except Exception as exc:
+                log(f"pre-import of {module_name} failed: {describe_exception(exc)}")
+        # The state codecs too: every exec that captures state needs them, and importing
+        # cloudpickle costs more than a small run (this process serves one request).
+        for module_name in STATE_CODECS:
+            try:
+                importlib.import_module(module_name)
             except Exception as exc:
                 log(f"pre-import of {module_name} failed: {describe_exception(exc)}")
         for module_name in VERSIONED:
