@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
@@ -40,11 +41,16 @@ type ExecResult struct {
 	Files   []*store.File
 }
 
+// touchEvery is how stale a session's last use may get before a run records a new
+// one. Recording every run would cost a synced write each; expiry is counted in hours.
+const touchEvery = time.Minute
+
 // Exec runs code in a session: it picks the session (session_id, then the session of
 // the first file, then the caller's latest session for the entity, else a new one),
 // restores its state, places its files, runs, and saves the new state and the files
-// the run produced. A request that fails validation, or names a file the caller cannot
-// see, leaves no session behind.
+// the run produced. A new session is created only once the run is done, so a request
+// that fails (validation, a file the caller cannot see, no free sandbox) leaves no
+// session behind; in stateless mode, only when the run produced files to keep.
 func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecResult, error) {
 	if err := s.validate(&req.Request); err != nil {
 		return nil, err
@@ -53,23 +59,16 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if err != nil {
 		return nil, err
 	}
-	if sess != nil && sess.HasState && !req.Stateless {
+	if sess != nil && sess.HasState {
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("load state: %w", err)
 		}
 		req.State = blob
 	}
-	files, err := s.inputs(ctx, c, sess, req.Files)
-	if err != nil {
+	if req.Request.Files, err = s.inputs(ctx, c, sess, req.Files); err != nil {
 		return nil, err
 	}
-	if sess == nil {
-		if sess, err = s.newSession(ctx, c, req.EntityID); err != nil {
-			return nil, err
-		}
-	}
-	req.Request.Files = files
 
 	res, err := s.run.Run(ctx, req.Request)
 	if err != nil {
@@ -78,22 +77,54 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	// Persist with a context of our own: a caller who hangs up now must not cost the
 	// session what its run produced.
 	pctx := context.WithoutCancel(ctx)
-	if !req.Stateless && req.CaptureState && res.State != nil && !bytes.Equal(res.State, req.State) {
-		if err := s.store.PutState(pctx, sess.ID, res.State); err != nil {
-			return nil, fmt.Errorf("save state: %w", err)
+	out := &ExecResult{Result: res, Files: []*store.File{}}
+	if sess == nil {
+		if req.Stateless && len(res.Files) == 0 {
+			out.Session = &store.Session{ID: kiln.NewID()} // names nothing: there is nothing to keep
+			return out, nil
+		}
+		if sess, err = s.newSession(pctx, c, req.EntityID); err != nil {
+			return nil, err
 		}
 	}
-	out := &ExecResult{Result: res}
+	if !req.Stateless {
+		if err := s.saveState(pctx, sess, req.Request, res); err != nil {
+			return nil, err
+		}
+	}
 	if out.Files, err = s.saveOutputs(pctx, sess.ID, res); err != nil {
 		return nil, err
 	}
-	if err := s.store.TouchSession(pctx, sess.ID, s.now()); err != nil {
-		return nil, fmt.Errorf("touch session: %w", err)
+	if now := s.now(); now.Sub(sess.LastUsedAt) >= touchEvery {
+		if err := s.store.TouchSession(pctx, sess.ID, now); err != nil {
+			return nil, fmt.Errorf("touch session: %w", err)
+		}
 	}
 	if out.Session, err = s.store.Session(pctx, sess.ID); err != nil {
 		return nil, fmt.Errorf("reload session: %w", err)
 	}
 	return out, nil
+}
+
+// saveState keeps what the run captured. The executor hands back the state it was
+// given when a run fails (unless STATE_CAPTURE_ON_ERROR); a successful capture with no
+// state and no note means the namespace is now empty.
+func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) error {
+	switch {
+	case !req.CaptureState:
+	case res.State != nil:
+		if bytes.Equal(res.State, req.State) {
+			return nil
+		}
+		if err := s.store.PutState(ctx, sess.ID, res.State); err != nil {
+			return fmt.Errorf("save state: %w", err)
+		}
+	case res.Status == executor.StatusOK && res.StateError == nil && sess.HasState:
+		if err := s.store.DeleteState(ctx, sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("drop state: %w", err)
+		}
+	}
+	return nil
 }
 
 // choose finds the session a request continues; nil means a new one is needed.

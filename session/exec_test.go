@@ -318,7 +318,7 @@ func TestExecState(t *testing.T) {
 		{"restored and saved", "S1", false, "S2", "S1", "S2", 1},
 		{"first state saved", "", false, "S2", "", "S2", 1},
 		{"unchanged state not written", "S1", false, "S1", "S1", "S1", 0},
-		{"no state from the run keeps the old one", "S1", false, "", "S1", "S1", 0},
+		{"no state and no note: the namespace is empty now", "S1", false, "", "S1", "", 0},
 		{"capture_state false restores but does not save", "S1", true, "S2", "S1", "S1", 0},
 	}
 	for _, tt := range tests {
@@ -352,6 +352,28 @@ func TestExecState(t *testing.T) {
 				t.Errorf("result session HasState = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// A run whose state could not be kept (a note in state_error) leaves the old one.
+func TestExecStateNoteKeepsOldState(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	e.putState(t, sess.ID, "S1")
+	note := "state dropped: 100 bytes compressed, over the limit of 50"
+	e.run.result.StateError = &note
+	req := execReq()
+	req.SessionID = sess.ID
+	req.CaptureState = true
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if got := e.state(t, sess.ID); string(got) != "S1" {
+		t.Errorf("stored state = %q, want the old S1", got)
+	}
+	if !res.Session.HasState {
+		t.Error("result session HasState = false, want true")
 	}
 }
 
@@ -492,5 +514,44 @@ func TestExecPassesTheRequestThrough(t *testing.T) {
 	got := e.run.only(t)
 	if got.Lang != req.Lang || got.Code != req.Code || !slices.Equal(got.Args, req.Args) || got.Timeout != req.Timeout || !got.CaptureState {
 		t.Errorf("runner got %+v, want the request %+v", got, req.Request)
+	}
+}
+
+// A run soon after the last use does not rewrite the session just to move its last
+// use by seconds: that would cost a synced write on every run.
+func TestExecTouchesAtMostEveryMinute(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess := e.session(t, alice, "")
+	soon := sess.LastUsedAt.Add(touchEvery / 2)
+	e.svc.now = func() time.Time { return soon }
+	req := execReq()
+	req.SessionID = sess.ID
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if !res.Session.LastUsedAt.Equal(sess.LastUsedAt) {
+		t.Errorf("LastUsedAt = %v, want it left at %v", res.Session.LastUsedAt, sess.LastUsedAt)
+	}
+}
+
+// A stateless run that produces no file has nothing to keep: no session is stored.
+func TestExecStatelessWithoutFilesStoresNothing(t *testing.T) {
+	e := newEnv(t, testLimits)
+	e.run.result.State = []byte("NEW")
+	req := execReq()
+	req.Stateless = true
+	res, err := e.svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if !kiln.ValidID(res.Session.ID) {
+		t.Errorf("session id %q, want a kiln id", res.Session.ID)
+	}
+	if ids := e.sessionIDs(t); len(ids) != 0 {
+		t.Errorf("sessions stored: %v, want none", ids)
+	}
+	if string(res.State) != "NEW" {
+		t.Errorf("result state = %q, want NEW", res.State)
 	}
 }

@@ -585,6 +585,8 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any],
     import lz4.frame
 
     names = {name: value for name, value in namespace.items() if is_kept(name, value, untouched)}
+    if not names:
+        return None, []  # nothing to keep: no state, and no note (the host reads it so)
     notes = []
     try:
         pickled = cloudpickle.dumps(names)
@@ -820,7 +822,17 @@ class Server:
                 self.preloaded[module_name] = str(getattr(module, "__version__", "unknown"))
         self.untouched = {name: value for name, value in self.namespace.items() if not name.startswith("_")}
 
+    def prime(self) -> None:
+        """Runs one empty cell through the whole exec path before saying ready.
+
+        A fresh interpreter's first run pays for code paths nothing has used yet (compile,
+        capture hand-offs, the state codecs); this way the warm-up pays, not the request.
+        """
+        self.execute(Request(id="", op="exec", code="pass", capture_state=True))
+        self.namespace.pop("_", None)
+
     def serve(self) -> None:
+        self.prime()
         write_frame(self.proto_out, {
             "type": "ready",
             "protocol": PROTOCOL_VERSION,

@@ -91,6 +91,13 @@ class StateTest(ReplTestCase):
         self.assertIsNone(response["state"])
         self.assertRegex(response["state_error"], r"^state dropped: \d+ bytes compressed, over the limit of 50000$")
 
+    def test_an_empty_namespace_is_no_state_and_no_note(self):
+        repl = self.start(preload=True)
+        response = repl.run("import math\nprint(1)", capture_state=True)
+        self.assertOk(response)
+        self.assertIsNone(response["state"], "modules and untouched pre-imports are not state")
+        self.assertIsNone(response["state_error"])
+
     def test_no_capture_means_no_state(self):
         repl = self.start()
         response = repl.run("x = 1")
