@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a machine-readable error code, as sent in the "error" field of an API error body.
@@ -90,4 +91,16 @@ func ValidToken(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// TimeFormat is how every timestamp in the API is written: RFC 3339, UTC, with
+// milliseconds and a Z suffix.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Timestamp is a time that encodes to JSON in TimeFormat.
+type Timestamp time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format(TimeFormat) + `"`), nil
 }

@@ -44,7 +44,7 @@ func fileIDs(r *http.Request) (sid, fid string, err error) {
 	return sid, fid, err
 }
 
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func timestamp(t time.Time) string { return t.UTC().Format(kiln.TimeFormat) }
 
 type uploadedFile struct {
 	FileID   string `json:"fileId"`

@@ -59,7 +59,7 @@ func (m *Metrics) executed(at time.Time, total time.Duration, res *executor.Resu
 		}
 	}
 	if status != executor.StatusOK {
-		f := Failure{Time: at, Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
+		f := Failure{Time: kiln.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
 		if res != nil {
 			f.Sandbox = shortID(res.Sandbox)
 		}

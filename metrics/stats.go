@@ -2,15 +2,15 @@ package metrics
 
 import (
 	"math"
-	"time"
 
+	"github.com/kilnsh/kiln"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // Stats is the dashboard's view of executions. Its numbers are read back from the
 // registry, so the dashboard shows exactly what /metrics exports.
 type Stats struct {
-	Time          time.Time        `json:"time"`
+	Time          kiln.Timestamp   `json:"time"`
 	UptimeSeconds float64          `json:"uptime_seconds"`
 	Executions    map[string]int64 `json:"executions"` // by status, since start
 	// Buckets are the latency histogram's upper bounds in seconds (without +Inf);
@@ -25,7 +25,7 @@ type Stats struct {
 func (m *Metrics) Snapshot() Stats {
 	now := m.now()
 	st := Stats{
-		Time: now.UTC(), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
+		Time: kiln.Timestamp(now), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
 		Executions: map[string]int64{}, Buckets: durationBuckets, Latency: map[string][]uint64{},
 		Recent: m.recent.list(),
 	}
