@@ -132,39 +132,15 @@ func observe(t *testing.T, code string, out any) {
 	}
 }
 
-// poolInfo is the pool part of /health/detailed.
-type poolInfo struct {
-	Target  int   `json:"target"`
-	Ready   int   `json:"ready"`
-	Warming int   `json:"warming"`
-	InUse   int   `json:"in_use"`
-	Waiting int   `json:"waiting"`
-	Created int64 `json:"created"`
-	Failed  int64 `json:"failed"`
-	Removed int64 `json:"removed"`
-	Leaked  int64 `json:"leaked"`
-	Died    int64 `json:"died"`
-}
-
-func poolStats(t *testing.T) poolInfo {
+func poolStats(t *testing.T) kilntest.Pool {
 	t.Helper()
-	r := do(t, http.MethodGet, "/health/detailed", keyA, nil, nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("GET /health/detailed: status %d: %s", r.status, r.body)
-	}
-	var d struct {
-		Pool poolInfo `json:"pool"`
-	}
-	if err := json.Unmarshal(r.body, &d); err != nil {
-		t.Fatalf("GET /health/detailed: %v: %s", err, r.body)
-	}
-	return d.Pool
+	return srv.MustPool(t)
 }
 
 // settled is a quiet pool: full, nothing warming, lent or waiting, every removal done
 // (only the pool's containers exist), listed by id.
 type settled struct {
-	pool       poolInfo
+	pool       kilntest.Pool
 	containers []string
 }
 

@@ -90,17 +90,17 @@ func TestDockerDaemonRestart(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM dockerd: %v", err)
 	}
-	waitFor(t, 90*time.Second, "dockerd to exit", func() bool { return !alive(pid) })
+	kilntest.WaitFor(t, 90*time.Second, "dockerd to exit", func() bool { return !alive(pid) })
 	t.Logf("dockerd exited after %s", time.Since(stopped).Round(time.Millisecond))
-	waitFor(t, 15*time.Second, "/health/ready to answer 503", func() bool { return readyStatus(s) == http.StatusServiceUnavailable })
+	kilntest.WaitFor(t, 15*time.Second, "/health/ready to answer 503", func() bool { return readyStatus(s) == http.StatusServiceUnavailable })
 	time.Sleep(2 * time.Second) // calls meet a daemon that is away
 
 	ensureDocker(t)
 	restarted := time.Now()
-	waitFor(t, 60*time.Second, "/health/ready to come back to 200 by itself", func() bool { return readyStatus(s) == http.StatusOK })
+	kilntest.WaitFor(t, 60*time.Second, "/health/ready to come back to 200 by itself", func() bool { return readyStatus(s) == http.StatusOK })
 	t.Logf("ready %s after the daemon answered again", time.Since(restarted).Round(time.Millisecond))
 
-	waitFor(t, 30*time.Second, "an execution to succeed again", func() bool {
+	kilntest.WaitFor(t, 30*time.Second, "an execution to succeed again", func() bool {
 		r := execWithin(s, bound, map[string]any{"code": "print('back')"})
 		return r.status == http.StatusOK && r.body.Stdout == "back\n"
 	})
@@ -108,9 +108,9 @@ func TestDockerDaemonRestart(t *testing.T) {
 
 	// Removals that failed while the daemon was away left containers behind; kiln
 	// finds and removes them while it runs, not only when it stops.
-	t.Logf("pool after the restart: leaked %d", pool(t, s).Leaked)
-	waitFor(t, 60*time.Second, "only the pool's own containers to remain", func() bool {
-		p := pool(t, s)
+	t.Logf("pool after the restart: leaked %d", s.MustPool(t).Leaked)
+	kilntest.WaitFor(t, 60*time.Second, "only the pool's own containers to remain", func() bool {
+		p := s.MustPool(t)
 		all, err := kilntest.Containers(s.Instance)
 		return err == nil && p.Ready == p.Target && p.InUse == 0 && p.Warming == 0 && len(all) == p.Target
 	})
@@ -174,12 +174,12 @@ func TestAbandonedContainerReaped(t *testing.T) {
 	}
 	abandoned := strings.TrimSpace(out)
 	t.Cleanup(func() { _, _ = kilntest.Docker("rm", "-f", abandoned) })
-	before := pool(t, s)
-	waitFor(t, 60*time.Second, "the abandoned container to be removed", func() bool {
+	before := s.MustPool(t)
+	kilntest.WaitFor(t, 60*time.Second, "the abandoned container to be removed", func() bool {
 		out, _ := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+abandoned)
 		return strings.TrimSpace(out) == ""
 	})
-	after := pool(t, s)
+	after := s.MustPool(t)
 	if after.Created != before.Created || after.Ready != after.Target {
 		t.Errorf("the pool changed: created %d→%d, ready %d/%d", before.Created, after.Created, after.Ready, after.Target)
 	}

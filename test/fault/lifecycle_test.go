@@ -19,7 +19,7 @@ func TestSigtermDrainsInFlight(t *testing.T) {
 	go func() {
 		inflight <- execWithin(s, time.Minute, map[string]any{"code": "import time\ntime.sleep(3)\nprint('done')"})
 	}()
-	waitFor(t, 20*time.Second, "the run to start", func() bool { return pool(t, s).InUse == 1 })
+	kilntest.WaitFor(t, 20*time.Second, "the run to start", func() bool { return s.MustPool(t).InUse == 1 })
 	time.Sleep(300 * time.Millisecond) // the run is inside its sandbox now
 
 	if err := syscall.Kill(s.PID(), syscall.SIGTERM); err != nil {
@@ -64,11 +64,11 @@ func TestSandboxKilledMidRun(t *testing.T) {
 	}()
 	// Once the refill is done, the instance runs two containers: the ready one the
 	// pool lists, and the one serving the run.
-	waitFor(t, 60*time.Second, "the run to start and the pool to refill", func() bool {
-		p := pool(t, s)
+	kilntest.WaitFor(t, 60*time.Second, "the run to start and the pool to refill", func() bool {
+		p := s.MustPool(t)
 		return p.InUse == 1 && p.Ready == 1 && p.Warming == 0
 	})
-	ready := pool(t, s).Containers[0].ID
+	ready := s.MustPool(t).Containers[0].ID
 	var serving string
 	for _, id := range running(t, s.Instance) {
 		if !strings.HasPrefix(id, ready) {
@@ -98,8 +98,8 @@ func TestSandboxKilledMidRun(t *testing.T) {
 	if st := got.body.Status; (st != "sandbox_died" && st != "oom") || got.body.ExitCode != 137 {
 		t.Errorf("status %q exit %d error %s, want sandbox_died (or oom) with 137", st, got.body.ExitCode, kilntest.Str(got.body.Error))
 	}
-	waitFor(t, 60*time.Second, "the killed sandbox to be removed and the pool full again", func() bool {
-		p := pool(t, s)
+	kilntest.WaitFor(t, 60*time.Second, "the killed sandbox to be removed and the pool full again", func() bool {
+		p := s.MustPool(t)
 		out, _ := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+serving)
 		return p.Ready == p.Target && p.InUse == 0 && strings.TrimSpace(out) == ""
 	})

@@ -32,7 +32,7 @@ func TestPerKeyLimits(t *testing.T) {
 	// One run in flight: a second one of the same key is refused at once.
 	slow := make(chan result, 1)
 	go func() { slow <- execWithin(s, time.Minute, map[string]any{"code": "import time\ntime.sleep(2)"}) }()
-	waitFor(t, 20*time.Second, "the run to start", func() bool { return pool(t, s).InUse == 1 })
+	kilntest.WaitFor(t, 20*time.Second, "the run to start", func() bool { return s.MustPool(t).InUse == 1 })
 	second := execWithin(s, 10*time.Second, map[string]any{"code": "print(1)"})
 	if second.status != http.StatusTooManyRequests || second.envl.Error != "rate_limited" ||
 		second.envl.RetryAfterSeconds < 1 || second.header.Get("Retry-After") == "" {

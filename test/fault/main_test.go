@@ -101,36 +101,6 @@ func execCtx(ctx context.Context, s *kilntest.Server, body map[string]any) resul
 	return r
 }
 
-// poolState is the pool part of /health/detailed.
-type poolState struct {
-	Target     int `json:"target"`
-	Ready      int `json:"ready"`
-	Warming    int `json:"warming"`
-	InUse      int `json:"in_use"`
-	Created    int `json:"created"`
-	Removed    int `json:"removed"`
-	Leaked     int `json:"leaked"`
-	Containers []struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	} `json:"containers"`
-}
-
-func pool(t *testing.T, s *kilntest.Server) poolState {
-	t.Helper()
-	var body struct {
-		Pool poolState `json:"pool"`
-	}
-	resp, b, err := s.Request(http.MethodGet, "/health/detailed", nil, nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /health/detailed: %v %s", err, b)
-	}
-	if err := json.Unmarshal(b, &body); err != nil {
-		t.Fatal(err)
-	}
-	return body.Pool
-}
-
 // readyStatus returns the status of GET /health/ready, or 0 when it does not answer
 // within a second.
 func readyStatus(s *kilntest.Server) int {
@@ -141,18 +111,6 @@ func readyStatus(s *kilntest.Server) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
 // running lists the instance's running containers by full id.

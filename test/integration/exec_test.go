@@ -84,7 +84,7 @@ func TestSoftTimeoutKeepsOutput(t *testing.T) {
 // the container, the call returns soon after, and the pool replaces it.
 func TestHardDeadlineKillsAndReplaces(t *testing.T) {
 	waitWarm(t)
-	before := poolCounts(t)
+	before := srv.MustPool(t)
 	start := time.Now()
 	got := run(t, map[string]any{"code": "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\nwhile True:\n    pass", "timeout": 1000})
 	took := time.Since(start)
@@ -95,8 +95,8 @@ func TestHardDeadlineKillsAndReplaces(t *testing.T) {
 	if took < 2*time.Second || took > 4*time.Second {
 		t.Errorf("returned after %s, want soon after the 2s hard deadline", took)
 	}
-	waitFor(t, 30*time.Second, "the killed sandbox to be removed and replaced", func() bool {
-		c := poolCounts(t)
+	kilntest.WaitFor(t, 30*time.Second, "the killed sandbox to be removed and replaced", func() bool {
+		c := srv.MustPool(t)
 		return c.Removed > before.Removed && c.Ready == c.Target
 	})
 }
@@ -166,50 +166,12 @@ func TestEveryContainerServesOnce(t *testing.T) {
 	}
 }
 
-type counts struct {
-	Target, Ready, Created, Removed, Leaked int
-}
-
-func poolCounts(t *testing.T) counts {
-	t.Helper()
-	var body struct {
-		Pool struct {
-			Target  int `json:"target"`
-			Ready   int `json:"ready"`
-			Created int `json:"created"`
-			Removed int `json:"removed"`
-			Leaked  int `json:"leaked"`
-		} `json:"pool"`
-	}
-	resp, b, err := srv.Request("GET", "/health/detailed", nil, nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /health/detailed: %v %s", err, b)
-	}
-	if err := jsonUnmarshal(b, &body); err != nil {
-		t.Fatal(err)
-	}
-	p := body.Pool
-	return counts{p.Target, p.Ready, p.Created, p.Removed, p.Leaked}
-}
-
 // waitWarm waits until the pool is full again, so that a test timing a run does not
 // time the warm-up of its sandbox (seconds under gVisor) as well.
 func waitWarm(t *testing.T) {
 	t.Helper()
-	waitFor(t, 90*time.Second, "a full pool", func() bool {
-		c := poolCounts(t)
-		return c.Ready == c.Target
+	kilntest.WaitFor(t, 90*time.Second, "a full pool", func() bool {
+		p := srv.MustPool(t)
+		return p.Ready == p.Target
 	})
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
