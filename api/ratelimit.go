@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/kilnsh/kiln"
 )
 
@@ -29,13 +31,14 @@ type RateLimit struct {
 // sweepEvery is how often the limiter forgets callers it no longer needs to remember.
 const sweepEvery = time.Minute
 
-// limiter keeps one token bucket and one in-flight count per caller. A caller whose
+// limiter keeps one token bucket (golang.org/x/time/rate) and one in-flight count per
+// caller. A caller whose
 // bucket has filled up again and who has nothing in flight is indistinguishable from
 // one never seen, so it is dropped: the map holds only callers active lately.
 type limiter struct {
-	cfg  RateLimit
-	rate float64 // tokens per second
-	now  func() time.Time
+	cfg   RateLimit
+	every rate.Limit // tokens per second
+	now   func() time.Time
 
 	mu        sync.Mutex
 	callers   map[string]*bucket
@@ -43,8 +46,7 @@ type limiter struct {
 }
 
 type bucket struct {
-	tokens float64
-	at     time.Time // when tokens was last brought up to date
+	tokens *rate.Limiter // nil when there is no rate limit
 	active int
 }
 
@@ -52,7 +54,7 @@ func newLimiter(cfg RateLimit) *limiter {
 	if cfg.MaxCallers <= 0 {
 		cfg.MaxCallers = 100_000
 	}
-	l := &limiter{cfg: cfg, rate: float64(cfg.PerMinute) / 60, now: cfg.Now, callers: map[string]*bucket{}}
+	l := &limiter{cfg: cfg, every: rate.Limit(float64(cfg.PerMinute) / 60), now: cfg.Now, callers: map[string]*bucket{}}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -68,13 +70,11 @@ func (l *limiter) get(key string, now time.Time) *bucket {
 	c, ok := l.callers[key]
 	if !ok {
 		l.sweepLocked(now)
-		c = &bucket{tokens: float64(l.cfg.PerMinute), at: now}
+		c = &bucket{}
+		if l.cfg.PerMinute > 0 {
+			c.tokens = rate.NewLimiter(l.every, l.cfg.PerMinute) // starts full
+		}
 		l.callers[key] = c
-		return c
-	}
-	if l.cfg.PerMinute > 0 {
-		c.tokens = math.Min(float64(l.cfg.PerMinute), c.tokens+now.Sub(c.at).Seconds()*l.rate)
-		c.at = now
 	}
 	return c
 }
@@ -87,12 +87,14 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := l.get(key, l.now())
-	if c.tokens >= 1 {
-		c.tokens--
-		return true, 0
+	now := l.now()
+	c := l.get(key, now)
+	r := c.tokens.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now) // refused: the token is not spent
+		return false, wait
 	}
-	return false, time.Duration((1 - c.tokens) / l.rate * float64(time.Second))
+	return true, 0
 }
 
 // acquire takes one of key's concurrent /exec slots; the caller must call the
@@ -128,7 +130,7 @@ func (l *limiter) sweepLocked(now time.Time) {
 	}
 	l.lastSweep = now
 	for k, c := range l.callers {
-		refilled := l.cfg.PerMinute <= 0 || c.tokens+now.Sub(c.at).Seconds()*l.rate >= float64(l.cfg.PerMinute)
+		refilled := c.tokens == nil || c.tokens.TokensAt(now) >= float64(l.cfg.PerMinute)
 		if c.active == 0 && refilled {
 			delete(l.callers, k)
 		}
