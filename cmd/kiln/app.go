@@ -102,6 +102,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if !keys.Enabled() {
 		m.log.Warn("no API_KEYS configured: authentication is off; anyone who reaches this port can run code")
 	}
+	if cfg.SandboxRuntime == "runsc" && cfg.SandboxMemoryMB < 512 {
+		// gVisor's own kernel and the tmpfs it holds count against the limit: below
+		// the default, a run that forks can take the whole sandbox down.
+		m.log.Warn("SANDBOX_MEMORY_MB is below 512 under gVisor; see docs/security.md", "memory_mb", cfg.SandboxMemoryMB)
+	}
 	handler := api.New(api.Config{
 		Keys:           keys,
 		Runner:         runner,
