@@ -104,3 +104,12 @@ type Timestamp time.Time
 func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Time(t).UTC().Format(TimeFormat) + `"`), nil
 }
+
+// ShortID returns the first 12 characters of a container id, as Docker shows them; it
+// is how logs and the health routes name containers.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

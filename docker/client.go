@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -127,7 +128,7 @@ func (c *Client) remove(ctx context.Context, id string) error {
 		if strings.Contains(err.Error(), "is already in progress") {
 			return nil
 		}
-		return fmt.Errorf("container remove %s: %w", shortID(id), err)
+		return fmt.Errorf("container remove %s: %w", kiln.ShortID(id), err)
 	}
 	return nil
 }

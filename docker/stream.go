@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -57,7 +58,7 @@ func (st *stream) read(r *bufio.Reader, maxFrame int, log *slog.Logger, id strin
 			select {
 			case st.frames <- frame{payload: bytes.Clone(payload), err: err}:
 			default:
-				log.Warn("sandbox sent an unexpected frame; dropped", "container", shortID(id))
+				log.Warn("sandbox sent an unexpected frame; dropped", "container", kiln.ShortID(id))
 			}
 		})
 		return len(p), nil
@@ -67,7 +68,7 @@ func (st *stream) read(r *bufio.Reader, maxFrame int, log *slog.Logger, id strin
 		st.err = nil // we closed the connection: the normal end
 	}
 	if st.err != nil {
-		log.Warn("sandbox stream broken", "container", shortID(id), "err", st.err)
+		log.Warn("sandbox stream broken", "container", kiln.ShortID(id), "err", st.err)
 		_ = st.conn.Close()
 	}
 }
@@ -143,11 +144,4 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

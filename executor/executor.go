@@ -160,19 +160,19 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, ctx.Err() // the caller left; the deferred release removes the sandbox
 	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
 		res.State = req.State
-		e.log.Info("hard deadline: sandbox killed", "container", short(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
+		e.log.Info("hard deadline: sandbox killed", "container", kiln.ShortID(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
 	case errors.Is(err, docker.ErrExited):
 		res.State = req.State
 		return e.exited(sb, res), nil
 	default:
-		e.log.Warn("sandbox broke the protocol", "container", short(sb.ID()), "err", err)
+		e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
 		res.State = req.State
 		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
 	}
 	resp, err := protocol.DecodeResponse(raw, id, lim)
 	if err != nil {
-		e.log.Warn("sandbox broke the protocol", "container", short(sb.ID()), "err", err)
+		e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
 		res.State = req.State
 		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
 	}
@@ -200,7 +200,7 @@ func (e *Executor) exited(sb Sandbox, res *Result) *Result {
 	defer cancel()
 	code, oom, err := sb.Exit(ctx)
 	if err != nil {
-		e.log.Warn("sandbox exit status unknown", "container", short(sb.ID()), "err", err)
+		e.log.Warn("sandbox exit status unknown", "container", kiln.ShortID(sb.ID()), "err", err)
 	}
 	if oom {
 		return fail(res, StatusOOM, 137, "Out of memory")
@@ -275,11 +275,4 @@ func (e *Executor) checkoutError(err error) error {
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "kiln is shutting down", RetryAfter: e.limits.RetryAfter}
 	}
 	return err
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

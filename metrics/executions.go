@@ -61,7 +61,7 @@ func (m *Metrics) executed(at time.Time, total time.Duration, res *executor.Resu
 	if status != executor.StatusOK {
 		f := Failure{Time: kiln.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
 		if res != nil {
-			f.Sandbox = shortID(res.Sandbox)
+			f.Sandbox = kiln.ShortID(res.Sandbox)
 		}
 		m.recent.add(f)
 	}
@@ -123,11 +123,4 @@ func exceptionType(msg string) string {
 		}
 	}
 	return name
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/kilnsh/kiln"
 )
 
 // Sandbox is what the pool needs of a sandbox.
@@ -207,7 +209,7 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 		p.ready = p.ready[1:]
 		if isDone(e.sb) {
 			p.counts.Died++
-			p.log.Warn("sandbox died in the pool", "container", short(e.sb.ID()))
+			p.log.Warn("sandbox died in the pool", "container", kiln.ShortID(e.sb.ID()))
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -238,10 +240,10 @@ func (p *Pool[S]) removeLocked(sb S) {
 		p.mu.Lock()
 		if err != nil {
 			p.counts.Leaked++
-			p.log.Error("sandbox removal failed", "container", short(sb.ID()), "err", err)
+			p.log.Error("sandbox removal failed", "container", kiln.ShortID(sb.ID()), "err", err)
 		} else {
 			p.counts.Removed++
-			p.log.Debug("sandbox removed", "container", short(sb.ID()))
+			p.log.Debug("sandbox removed", "container", kiln.ShortID(sb.ID()))
 		}
 		p.mu.Unlock()
 		p.obs.Removed(err)
@@ -268,13 +270,6 @@ func isDone[S Sandbox](sb S) bool {
 	default:
 		return false
 	}
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 type nopObserver struct{}

@@ -1,6 +1,10 @@
 package pool
 
-import "time"
+import (
+	"time"
+
+	"github.com/kilnsh/kiln"
+)
 
 // Stats is a snapshot of the pool.
 type Stats struct {
@@ -40,7 +44,7 @@ func (p *Pool[S]) Stats() Stats {
 		if isDone(e.sb) {
 			state = "dead"
 		}
-		st.Sandboxes = append(st.Sandboxes, SandboxInfo{ID: short(e.sb.ID()), State: state, Age: now.Sub(e.since)})
+		st.Sandboxes = append(st.Sandboxes, SandboxInfo{ID: kiln.ShortID(e.sb.ID()), State: state, Age: now.Sub(e.since)})
 	}
 	return st
 }

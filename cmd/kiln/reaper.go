@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/docker"
 )
 
@@ -85,10 +86,10 @@ func (r *reaper) sweep(ctx context.Context) {
 		}
 		if err := r.dc.Remove(lctx, c.ID); err != nil {
 			suspects[c.ID] = true
-			r.log.Warn("removing an abandoned sandbox failed", "container", c.ID[:12], "err", err)
+			r.log.Warn("removing an abandoned sandbox failed", "container", kiln.ShortID(c.ID), "err", err)
 			continue
 		}
-		r.log.Warn("removed an abandoned sandbox", "container", c.ID[:12], "state", c.State)
+		r.log.Warn("removed an abandoned sandbox", "container", kiln.ShortID(c.ID), "state", c.State)
 	}
 	r.suspects = suspects
 }
