@@ -125,7 +125,8 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, e.checkoutError(err)
 	}
 	defer e.pool.Release(sb)
-	res := &Result{Sandbox: sb.ID(), QueueWait: time.Since(start)}
+	// Until a valid response replaces it, the state is the one the run was given.
+	res := &Result{Sandbox: sb.ID(), QueueWait: time.Since(start), State: req.State}
 
 	if !sb.Ready().Capabilities.Supports(req.Lang) {
 		return nil, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox does not run %s", req.Lang)
@@ -154,44 +155,50 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	deadlinePassed := hctx.Err() != nil
 	cancel()
 	res.ExecTime = time.Since(execStart)
+	if err == nil {
+		resp, err := protocol.DecodeResponse(raw, id, lim)
+		if err != nil {
+			return e.broken(sb, res, err), nil
+		}
+		e.accept(res, resp, req.State)
+		return res, nil
+	}
 	switch {
-	case err == nil:
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the caller left; the deferred release removes the sandbox
 	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
-		res.State = req.State
 		e.log.Info("hard deadline: sandbox killed", "container", kiln.ShortID(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
 	case errors.Is(err, docker.ErrExited):
-		res.State = req.State
 		return e.exited(sb, res), nil
 	default:
-		e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
-		res.State = req.State
-		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
+		return e.broken(sb, res, err), nil
 	}
-	resp, err := protocol.DecodeResponse(raw, id, lim)
-	if err != nil {
-		e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
-		res.State = req.State
-		return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response"), nil
-	}
+}
+
+// accept takes a valid response into res. A failed run hands back the state it was
+// given (unless CaptureOnError), and so does a captured state that would be refused
+// on the way back in: the REPL bounds its compressed size only.
+func (e *Executor) accept(res *Result, resp *protocol.Response, given []byte) {
 	fill(res, resp)
 	switch {
 	case res.Status != StatusOK && !e.limits.CaptureOnError:
-		res.State = req.State
+		res.State = given
 	case res.State != nil:
-		// The REPL bounds the compressed size only; a state that would be refused on
-		// the way back in is not kept.
 		if err := CheckState(res.State, e.limits.MaxStateBytes, e.limits.MaxStateRaw); err != nil {
 			note := "state not kept: " + err.(*kiln.Error).Message
 			if res.StateError != nil {
 				note = *res.StateError + "; " + note
 			}
-			res.State, res.StateError = req.State, &note
+			res.State, res.StateError = given, &note
 		}
 	}
-	return res, nil
+}
+
+// broken reports a sandbox that broke the protocol; kiln treats it as dead.
+func (e *Executor) broken(sb Sandbox, res *Result, err error) *Result {
+	e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
+	return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response")
 }
 
 // exited maps a sandbox that died before answering to a status.
