@@ -29,7 +29,8 @@ type Main struct {
 	docker   *docker.Client
 	pool     *pool.Pool[*docker.Sandbox]
 	store    store.Store
-	bg       sync.WaitGroup     // background loops: the session sweeper
+	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
+	bgCtx    context.Context    // governs them
 	stopBg   context.CancelFunc // stops them
 	server   *http.Server
 	listener net.Listener
@@ -212,14 +213,21 @@ func (m *Main) openStore(ctx context.Context) error {
 		}
 		m.store = st
 	}
-	bgctx, cancel := context.WithCancel(context.Background())
-	m.stopBg = cancel
+	m.background(func(ctx context.Context) { store.RunSweeper(ctx, m.store, time.Minute, m.log) })
+	return nil
+}
+
+// background runs loop until Close: every background loop shares one context, which
+// Close cancels before it waits for them all.
+func (m *Main) background(loop func(ctx context.Context)) {
+	if m.stopBg == nil {
+		m.bgCtx, m.stopBg = context.WithCancel(context.Background())
+	}
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		store.RunSweeper(bgctx, m.store, time.Minute, m.log)
+		loop(m.bgCtx)
 	}()
-	return nil
 }
 
 func (m *Main) storeKind() string {

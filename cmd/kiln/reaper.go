@@ -29,26 +29,13 @@ type reaper struct {
 	log      *slog.Logger
 }
 
-// startReaper runs a reaper among m's background loops, stopped and waited for
-// with them.
+// startReaper runs a reaper among m's background loops.
 func (m *Main) startReaper() {
 	r := &reaper{
 		dc: m.docker, instance: m.cfg.InstanceID, now: time.Now, log: m.log,
 		stuck: 2*time.Duration(m.cfg.WarmupTimeoutSecs)*time.Second + time.Minute,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopOthers := m.stopBg
-	m.stopBg = func() {
-		cancel()
-		if stopOthers != nil {
-			stopOthers()
-		}
-	}
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		r.run(ctx)
-	}()
+	m.background(r.run)
 }
 
 // run sweeps every reapEvery until ctx ends.
