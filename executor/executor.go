@@ -77,6 +77,12 @@ type Request struct {
 	CaptureState bool
 	Timeout      time.Duration // zero means the default; clamped to the limits
 	Files        []protocol.File
+
+	// validated is set by Validate, so that Run does not check the same request twice
+	// (decompressing a large state costs milliseconds). What a caller adds afterwards
+	// must already be trusted: the session layer adds state and files from its store,
+	// which were checked on their way in.
+	validated bool
 }
 
 // Result is what the user's code did.
@@ -116,8 +122,10 @@ func (e *Executor) Limits() Limits { return e.limits }
 // mistakes and for an exhausted pool, the context's error when the caller went away,
 // and anything else when kiln failed.
 func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
-	if err := e.Validate(&req); err != nil {
-		return nil, err
+	if !req.validated {
+		if err := e.Validate(&req); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	sb, err := e.pool.Checkout(ctx)
@@ -242,8 +250,9 @@ func fill(res *Result, r *protocol.Response) {
 }
 
 // Validate checks and normalises a request against the limits: the timeout is clamped,
-// the code and state bounded. It uses no sandbox.
-func (e *Executor) Validate(req *Request) error {
+// the code and state bounded. It uses no sandbox, and marks the request checked.
+func (e *Executor) Validate(req *Request) (err error) {
+	defer func() { req.validated = err == nil }()
 	switch req.Lang {
 	case LangPython, LangBash:
 	default:
