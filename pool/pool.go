@@ -72,8 +72,9 @@ type Pool[S Sandbox] struct {
 	waiters  []chan S   // FIFO of checkouts waiting for a sandbox
 	warming  int
 	inUse    int
-	failures int       // consecutive warm-up failures
-	retryAt  time.Time // no warm-up before this, after failures
+	held     map[string]struct{} // ids of the sandboxes ready or checked out
+	failures int                 // consecutive warm-up failures
+	retryAt  time.Time           // no warm-up before this, after failures
 	closed   bool
 	// removals counts removals under way; idle is signalled when it drops to zero.
 	// Not a WaitGroup: a release may start a removal while Close is already waiting.
@@ -118,6 +119,7 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 	p := &Pool[S]{
 		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		held: map[string]struct{}{},
 	}
 	p.idle.L = &p.mu
 	p.wg.Add(1)
@@ -232,6 +234,7 @@ func (p *Pool[S]) Release(sb S) {
 
 // removeLocked removes sb in the background, with the pool's own deadline.
 func (p *Pool[S]) removeLocked(sb S) {
+	delete(p.held, sb.ID())
 	p.removals++
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RemoveTimeout)
@@ -254,6 +257,16 @@ func (p *Pool[S]) removeLocked(sb S) {
 		}
 		p.mu.Unlock()
 	}()
+}
+
+// Holds reports whether the sandbox with id is ready in the pool or checked out.
+// A container of the pool's making that it does not hold, and that no warm-up can
+// still be starting, is nobody's: see Config.WarmupTimeout.
+func (p *Pool[S]) Holds(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.held[id]
+	return ok
 }
 
 func (p *Pool[S]) poke() {

@@ -496,3 +496,32 @@ func TestClose(t *testing.T) {
 		checkRemovedOnce(t, f)
 	})
 }
+
+// TestHolds checks that the pool claims exactly the sandboxes that are ready or
+// checked out: a released one, or one that died in the pool, is no longer its own.
+func TestHolds(t *testing.T) {
+	f := &fakeFactory{}
+	p := newTestPool(t, testConfig(2), f, nil)
+	waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+	out := checkout(t, p)
+	if !p.Holds(out.id) {
+		t.Errorf("a checked-out sandbox is not held")
+	}
+	waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
+	made, _, _, _ := f.snapshot()
+	for _, sb := range made {
+		if sb != out && !p.Holds(sb.id) {
+			t.Errorf("ready sandbox %s is not held", sb.id)
+		}
+	}
+	p.Release(out)
+	if p.Holds(out.id) {
+		t.Errorf("a released sandbox is still held")
+	}
+	dying := made[len(made)-1]
+	dying.die()
+	waitFor(t, "the dead sandbox to be dropped", func() bool { return !p.Holds(dying.id) })
+	if p.Holds("no-such-sandbox") {
+		t.Errorf("an unknown id is held")
+	}
+}

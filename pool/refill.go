@@ -102,6 +102,7 @@ func (p *Pool[S]) warmOne() {
 	p.retryAt = time.Time{}
 	p.lastErr = ""
 	p.counts.Created++
+	p.held[sb.ID()] = struct{}{}
 	if p.closed {
 		p.removeLocked(sb)
 		p.mu.Unlock()

@@ -12,19 +12,28 @@ import (
 // reapEvery is how often kiln looks for its own containers that nobody will remove.
 const reapEvery = 15 * time.Second
 
-// reaper removes this instance's containers that can no longer serve and that the
-// pool has lost track of: a removal that failed (typically while the daemon was
-// away) leaves its container behind, and the pool never tries again. kiln never
-// restarts a container, so one that has exited is garbage; so is one still only
-// created well after any warm-up would have given up.
-//
-// A container is removed only when two sweeps in a row found it so: an executor may
-// still be reading the exit status of a sandbox that died a moment ago.
+// reapSlack is added to the warm-up timeout before a container the pool does not
+// hold counts as abandoned: the daemon gives creation times in whole seconds, and a
+// create sent just before a warm-up gave up may land a little later.
+const reapSlack = 10 * time.Second
+
+// containers is what the reaper needs of Docker.
+type containers interface {
+	List(ctx context.Context, instance string) ([]docker.Container, error)
+	Remove(ctx context.Context, id string) error
+}
+
+// reaper removes this instance's containers that nobody owns. Every container the
+// pool holds (ready or checked out) is the pool's to remove. Any other is either
+// still being started by a warm-up, which gives up within the warm-up timeout, or
+// lost: a removal that failed while the daemon was away, a warm-up whose clean-up
+// failed, a create whose answer never arrived. So a container of this instance the
+// pool does not hold and that is older than a warm-up is removed, whatever its state.
 type reaper struct {
-	dc       *docker.Client
+	dc       containers
 	instance string
-	stuck    time.Duration // a created container older than this is abandoned
-	suspects map[string]bool
+	holds    func(id string) bool // whether the pool holds the container
+	grace    time.Duration        // age after which an unheld container is abandoned
 	now      func() time.Time
 	log      *slog.Logger
 }
@@ -32,8 +41,8 @@ type reaper struct {
 // startReaper runs a reaper among m's background loops.
 func (m *Main) startReaper() {
 	r := &reaper{
-		dc: m.docker, instance: m.cfg.InstanceID, now: time.Now, log: m.log,
-		stuck: 2*time.Duration(m.cfg.WarmupTimeoutSecs)*time.Second + time.Minute,
+		dc: m.docker, instance: m.cfg.InstanceID, holds: m.pool.Holds, now: time.Now, log: m.log,
+		grace: time.Duration(m.cfg.WarmupTimeoutSecs)*time.Second + reapSlack,
 	}
 	m.background(r.run)
 }
@@ -52,31 +61,26 @@ func (r *reaper) run(ctx context.Context) {
 	}
 }
 
-func (r *reaper) sweep(ctx context.Context) {
+// sweep removes the abandoned containers and returns how many it removed.
+func (r *reaper) sweep(ctx context.Context) int {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	list, err := r.dc.List(lctx, r.instance)
 	if err != nil {
-		return // the daemon is away; readiness says so already
+		return 0 // the daemon is away; readiness says so already
 	}
 	now := r.now()
-	suspects := map[string]bool{}
+	n := 0
 	for _, c := range list {
-		dead := c.State == "exited" || c.State == "dead" ||
-			(c.State == "created" && now.Sub(c.Created) > r.stuck)
-		if !dead {
-			continue
-		}
-		if !r.suspects[c.ID] {
-			suspects[c.ID] = true
+		if now.Sub(c.Created) <= r.grace || r.holds(c.ID) {
 			continue
 		}
 		if err := r.dc.Remove(lctx, c.ID); err != nil {
-			suspects[c.ID] = true
 			r.log.Warn("removing an abandoned sandbox failed", "container", kiln.ShortID(c.ID), "err", err)
 			continue
 		}
+		n++
 		r.log.Warn("removed an abandoned sandbox", "container", kiln.ShortID(c.ID), "state", c.State)
 	}
-	r.suspects = suspects
+	return n
 }

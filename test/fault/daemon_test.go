@@ -29,7 +29,10 @@ const dockerPIDFile = "/var/run/docker.pid"
 func TestDockerDaemonRestart(t *testing.T) {
 	pid := daemonPID(t)
 	const queueTimeout = 5 * time.Second
-	s := start(t, "POOL_SIZE=2", fmt.Sprintf("QUEUE_TIMEOUT_SECONDS=%d", int(queueTimeout.Seconds())), "MAX_QUEUE=8")
+	// A short warm-up timeout lets the reaper take what the restart leaves behind
+	// (see TestAbandonedContainerReaped) within the wait at the end.
+	s := start(t, "POOL_SIZE=2", fmt.Sprintf("QUEUE_TIMEOUT_SECONDS=%d", int(queueTimeout.Seconds())), "MAX_QUEUE=8",
+		"REPL_WARMUP_TIMEOUT_SECONDS=15")
 	t.Cleanup(func() { ensureDocker(t) }) // runs before the kiln's own cleanup
 
 	// bound: the queue timeout, the run's timeout and grace, and slack for a
@@ -161,29 +164,46 @@ func ensureDocker(t *testing.T) {
 	}
 }
 
-// A container of the instance that exited and that no sandbox owns any more (what a
-// removal failing while the daemon is away leaves) is removed while kiln runs; the
+// Containers of the instance that the pool does not hold (what a removal failing
+// while the daemon is away, or a warm-up whose clean-up failed, leaves behind) are
+// removed while kiln runs, in any state, once no warm-up can still own them; the
 // pool's own containers are left alone.
 func TestAbandonedContainerReaped(t *testing.T) {
-	s := start(t, "POOL_SIZE=1")
-	image := "kiln-python:latest"
-	out, err := kilntest.Docker("run", "-d", "--network", "none", "--entrypoint", "true",
-		"--label", "kiln.managed=true", "--label", "kiln.instance="+s.Instance, image)
-	if err != nil {
-		t.Fatalf("docker run: %v: %s", err, out)
+	s := start(t, "POOL_SIZE=1", "REPL_WARMUP_TIMEOUT_SECONDS=10")
+	labels := []string{"--network", "none", "--label", "kiln.managed=true", "--label", "kiln.instance=" + s.Instance}
+	abandoned := map[string][]string{
+		"exited":  append([]string{"run", "-d", "--entrypoint", "true"}, labels...),
+		"running": append([]string{"run", "-d", "--entrypoint", "sleep"}, labels...),
+		"created": append([]string{"create", "--entrypoint", "true"}, labels...),
 	}
-	abandoned := strings.TrimSpace(out)
-	t.Cleanup(func() { _, _ = kilntest.Docker("rm", "-f", abandoned) })
+	var ids []string
+	for state, args := range abandoned {
+		args = append(args, "kiln-python:latest")
+		if state == "running" {
+			args = append(args, "600")
+		}
+		out, err := kilntest.Docker(args...)
+		if err != nil {
+			t.Fatalf("docker %s: %v: %s", args[0], err, out)
+		}
+		id := strings.TrimSpace(out)
+		ids = append(ids, id)
+		t.Cleanup(func() { _, _ = kilntest.Docker("rm", "-f", id) })
+	}
 	before := s.MustPool(t)
-	kilntest.WaitFor(t, 60*time.Second, "the abandoned container to be removed", func() bool {
-		out, _ := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+abandoned)
-		return strings.TrimSpace(out) == ""
+	kilntest.WaitFor(t, 60*time.Second, "the abandoned containers to be removed", func() bool {
+		for _, id := range ids {
+			if out, _ := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+id); strings.TrimSpace(out) != "" {
+				return false
+			}
+		}
+		return true
 	})
 	after := s.MustPool(t)
 	if after.Created != before.Created || after.Ready != after.Target {
 		t.Errorf("the pool changed: created %d→%d, ready %d/%d", before.Created, after.Created, after.Ready, after.Target)
 	}
-	if !strings.Contains(s.Logs(), "removed an abandoned sandbox") {
-		t.Errorf("no log line about the removal")
+	if n := strings.Count(s.Logs(), "removed an abandoned sandbox"); n != len(ids) {
+		t.Errorf("got %d log lines about removals, want %d", n, len(ids))
 	}
 }
