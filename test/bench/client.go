@@ -112,46 +112,68 @@ func (c *client) pool(ctx context.Context) (poolStats, error) {
 }
 
 // waitReady polls the pool until at least n sandboxes are ready, or ctx ends. It reads
-// the kiln_pool_ready gauge of /metrics: /health/detailed asks the Docker daemon twice
-// per call, which at this polling rate would be most of kiln's CPU in a paced phase.
+// the pool gauges of /metrics: /health/detailed asks the Docker daemon twice per call,
+// which at this polling rate would be most of kiln's CPU in a paced phase.
 func (c *client) waitReady(ctx context.Context, n int) error {
+	return c.waitPool(ctx, fmt.Sprintf("%d ready sandboxes", n), func(g map[string]float64) bool {
+		return g["kiln_pool_ready"] >= float64(n)
+	})
+}
+
+// waitQuiet waits until the pool is full and no warm-up is running: nothing of kiln's
+// own competes for the CPU with the next call.
+func (c *client) waitQuiet(ctx context.Context) error {
+	return c.waitPool(ctx, "a full, idle pool", func(g map[string]float64) bool {
+		return g["kiln_pool_target"] > 0 && g["kiln_pool_ready"] == g["kiln_pool_target"] && g["kiln_pool_warming"] == 0
+	})
+}
+
+func (c *client) waitPool(ctx context.Context, what string, ok func(map[string]float64) bool) error {
 	for {
-		if ready, err := c.readyGauge(ctx); err == nil && ready >= n {
+		if g, err := c.poolGauges(ctx); err == nil && ok(g) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d ready sandboxes: %w", n, ctx.Err())
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-func (c *client) readyGauge(ctx context.Context) (int, error) {
+// poolGauges returns the kiln_pool_* gauges of /metrics.
+func (c *client) poolGauges(ctx context.Context) (map[string]float64, error) {
 	c.polls.Add(1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if c.key != "" {
 		req.Header.Set("X-API-Key", c.key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	g := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "kiln_pool_ready "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+		name, v, found := strings.Cut(line, " ")
+		if !found || !strings.HasPrefix(name, "kiln_pool_") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			g[name] = f
 		}
 	}
-	return 0, fmt.Errorf("no kiln_pool_ready in /metrics")
+	if _, ok := g["kiln_pool_ready"]; !ok {
+		return nil, fmt.Errorf("no kiln_pool_ready in /metrics")
+	}
+	return g, nil
 }
 
 // cpuTicks returns the process's utime+stime in clock ticks (USER_HZ, 100 on Linux).
@@ -276,7 +298,7 @@ func (c *client) measurePollCPU(ctx context.Context, n int) {
 		return
 	}
 	for range n {
-		if _, err := c.readyGauge(ctx); err != nil {
+		if _, err := c.poolGauges(ctx); err != nil {
 			return
 		}
 	}

@@ -14,10 +14,21 @@ const refillWait = 90 * time.Second
 
 var printBody = map[string]any{"code": "print(1)"}
 
-// waves runs n waves of c concurrent calls of body. Before each wave it waits until c
-// sandboxes are ready, so every call finds a warm one: arrivals are paced by the pool's
-// refill, never faster. It returns the client-side round trips.
-func waves(ctx context.Context, k *client, c, n int, body map[string]any, want string) ([]time.Duration, int, error) {
+// pacing is how waves space their arrivals.
+type pacing int
+
+const (
+	// quiet starts each wave once the pool is full and no warm-up is running: arrivals
+	// below the refill rate, every call finding a warm sandbox and an idle machine.
+	quiet pacing = iota
+	// burst starts each wave as soon as c sandboxes are ready: calls follow each other
+	// while the pool refills, sharing the CPU with the warm-ups of their replacements.
+	burst
+)
+
+// waves runs n waves of c concurrent calls of body, each wave paced by p, so every
+// call finds a warm sandbox. It returns the client-side round trips.
+func waves(ctx context.Context, k *client, c, n int, body map[string]any, want string, p pacing) ([]time.Duration, int, error) {
 	var (
 		mu    sync.Mutex
 		took  []time.Duration
@@ -25,7 +36,12 @@ func waves(ctx context.Context, k *client, c, n int, body map[string]any, want s
 	)
 	for range n {
 		wctx, cancel := context.WithTimeout(ctx, refillWait)
-		err := k.waitReady(wctx, c)
+		var err error
+		if p == quiet {
+			err = k.waitQuiet(wctx)
+		} else {
+			err = k.waitReady(wctx, c)
+		}
 		cancel()
 		if err != nil {
 			return took, fails, err
@@ -50,27 +66,38 @@ func waves(ctx context.Context, k *client, c, n int, body map[string]any, want s
 	return took, fails, nil
 }
 
-// latencyPhase measures warm print(1) at each concurrency.
+// latencyPhase measures warm print(1) at each concurrency, paced quiet; at c=1 also
+// stateless, and stateless in bursts.
 func latencyPhase(ctx context.Context, k *client, counts map[int]int, res *Results) {
 	for _, c := range []int{1, 2, 4, 8} {
 		n := counts[c]
 		cpu := k.cpu()
-		took, fails, err := waves(ctx, k, c, n, printBody, "1")
-		note := fmt.Sprintf("%d waves of %d, each after ready >= %d; new session, state captured, disk store", n, c, c)
+		took, fails, err := waves(ctx, k, c, n, printBody, "1", quiet)
+		note := fmt.Sprintf("%d waves of %d, each once the pool is full and idle; new session, state captured, disk store", n, c)
 		if err != nil {
 			note += "; stopped: " + err.Error()
 		}
 		res.Latency = append(res.Latency, summarize(fmt.Sprintf("warm print(1), c=%d", c), took, fails, note))
 		res.Resources.CPUPerRequestMS[fmt.Sprintf("print(1) c=%d", c)] = cpu.perRequest(len(took) + fails)
-		if c == 1 {
-			// The same without the session store and the state capture: what the
-			// exchange with the sandbox costs on its own.
-			took, fails, err := waves(ctx, k, 1, n/2, barePrintBody, "1")
-			note := fmt.Sprintf("%d calls; body state:null, capture_state:false (no store write)", n/2)
+		if c != 1 {
+			continue
+		}
+		// The same without the session store and the state capture: what the exchange
+		// with the sandbox costs on its own; then calls that follow each other while
+		// the pool refills, sharing the CPU with the warm-ups.
+		for _, v := range []struct {
+			name, note string
+			p          pacing
+		}{
+			{"warm print(1), stateless, c=1", "each once the pool is full and idle", quiet},
+			{"warm print(1), stateless, c=1, burst", "each as soon as one sandbox is ready, while the pool refills", burst},
+		} {
+			took, fails, err := waves(ctx, k, 1, n, barePrintBody, "1", v.p)
+			note := fmt.Sprintf("%d calls, %s; body state:null, capture_state:false (no store write)", n, v.note)
 			if err != nil {
 				note += "; stopped: " + err.Error()
 			}
-			res.Latency = append(res.Latency, summarize("warm print(1), stateless, c=1", took, fails, note))
+			res.Latency = append(res.Latency, summarize(v.name, took, fails, note))
 		}
 	}
 }
@@ -100,7 +127,7 @@ func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results
 		}
 		body := map[string]any{"code": "print(1)", "session_id": r.SessionID}
 		cpu := k.cpu()
-		took, fails, err := waves(ctx, k, 1, n, body, "1")
+		took, fails, err := waves(ctx, k, 1, n, body, "1", quiet)
 		note := fmt.Sprintf("state_size %d B; restore + capture each call", r.StateSize)
 		if err != nil {
 			note += "; stopped: " + err.Error()
@@ -123,7 +150,7 @@ var complexCases = []struct{ name, code, want string }{
 
 func complexPhase(ctx context.Context, k *client, n int, res *Results) {
 	for _, cc := range complexCases {
-		took, fails, err := waves(ctx, k, 1, n, map[string]any{"code": cc.code}, cc.want)
+		took, fails, err := waves(ctx, k, 1, n, map[string]any{"code": cc.code}, cc.want, quiet)
 		note := "warm, c=1"
 		if err != nil {
 			note += "; stopped: " + err.Error()
@@ -135,7 +162,7 @@ func complexPhase(ctx context.Context, k *client, n int, res *Results) {
 // firstUse times code that needs a module the pool may not have pre-imported.
 func firstUse(ctx context.Context, k *client, n int) Summary {
 	code := "import pandas as pd\nprint(pd.__version__)"
-	took, fails, err := waves(ctx, k, 1, n, map[string]any{"code": code}, ".")
+	took, fails, err := waves(ctx, k, 1, n, map[string]any{"code": code}, ".", quiet)
 	note := ""
 	if err != nil {
 		note = "stopped: " + err.Error()
