@@ -441,3 +441,42 @@ func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }
+
+// afterRunner postpones work with kiln.After that waits for the client to have read
+// the whole answer: it can only finish if the answer went out before the work ran.
+type afterRunner struct {
+	clientHasAnswer chan struct{}
+	ran             chan bool // whether the client had the answer when the work ran
+}
+
+func (f *afterRunner) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	kiln.After(ctx, func() {
+		select {
+		case <-f.clientHasAnswer:
+			f.ran <- true
+		case <-time.After(5 * time.Second):
+			f.ran <- false
+		}
+	})
+	return &executor.Result{Status: executor.StatusOK, Stdout: "hi\n"}, nil
+}
+
+func TestPostponedWorkRunsAfterTheAnswerIsOut(t *testing.T) {
+	run := &afterRunner{clientHasAnswer: make(chan struct{}), ran: make(chan bool, 1)}
+	srv := httptest.NewServer(newServer(t, nil, run, nil))
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/exec", "application/json", strings.NewReader(`{"code":"print(1)"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body) // would block until the work gave up, were it run first
+	resp.Body.Close()
+	close(run.clientHasAnswer)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(body)) {
+		t.Fatalf("got %d, %d of %d bytes, err %v", resp.StatusCode, len(body), resp.ContentLength, err)
+	}
+	if !<-run.ran {
+		t.Errorf("the postponed work ran before the client had the answer")
+	}
+}

@@ -42,13 +42,16 @@ func requestID(r *http.Request) string    { return info(r).id }
 func logger(r *http.Request) *slog.Logger { return info(r).log }
 
 // withRequest gives every request an id, a logger that carries it, security headers,
-// panic recovery and one log line when it is done.
+// panic recovery and one log line when it is done. Work the request postponed with
+// kiln.After (releasing its sandbox) runs once the response is flushed to the client.
 func (s *Server) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := kiln.NewID()
 		ri := &reqInfo{id: id, log: s.log.With("request_id", id)}
-		r = r.WithContext(context.WithValue(r.Context(), keyRequest, ri))
+		ctx, runAfter := kiln.WithAfter(context.WithValue(r.Context(), keyRequest, ri))
+		r = r.WithContext(ctx)
+		defer runAfter() // also when a panic goes on up
 		h := w.Header()
 		h.Set("X-Request-Id", id)
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -62,6 +65,11 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 					panic(p)
 				}
 				writeError(sw, r, fmt.Errorf("panic: %v", p))
+			}
+			// The whole answer goes out now, not when this handler returns: the
+			// postponed work must not delay it.
+			if sw.status != 0 {
+				_ = http.NewResponseController(sw).Flush()
 			}
 			route := chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {

@@ -132,7 +132,8 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, e.checkoutError(err)
 	}
-	defer e.pool.Release(sb)
+	// The sandbox's removal and the refill it starts wait until the answer is out.
+	defer kiln.After(ctx, func() { e.pool.Release(sb) })
 	// Until a valid response replaces it, the state is the one the run was given.
 	res := &Result{Sandbox: sb.ID(), QueueWait: time.Since(start), State: req.State}
 
