@@ -115,20 +115,21 @@ func (c *client) pool(ctx context.Context) (poolStats, error) {
 // the pool gauges of /metrics: /health/detailed asks the Docker daemon twice per call,
 // which at this polling rate would be most of kiln's CPU in a paced phase.
 func (c *client) waitReady(ctx context.Context, n int) error {
-	return c.waitPool(ctx, fmt.Sprintf("%d ready sandboxes", n), func(g map[string]float64) bool {
+	return c.waitPool(ctx, fmt.Sprintf("%d ready sandboxes", n), 20*time.Millisecond, func(g map[string]float64) bool {
 		return g["kiln_pool_ready"] >= float64(n)
 	})
 }
 
 // waitQuiet waits until the pool is full and no warm-up is running: nothing of kiln's
-// own competes for the CPU with the next call.
+// own competes for the CPU with the next call. A quiet wait lasts about a warm-up, so
+// it polls less often: each poll costs kiln CPU that the per-request figures take out.
 func (c *client) waitQuiet(ctx context.Context) error {
-	return c.waitPool(ctx, "a full, idle pool", func(g map[string]float64) bool {
+	return c.waitPool(ctx, "a full, idle pool", 100*time.Millisecond, func(g map[string]float64) bool {
 		return g["kiln_pool_target"] > 0 && g["kiln_pool_ready"] == g["kiln_pool_target"] && g["kiln_pool_warming"] == 0
 	})
 }
 
-func (c *client) waitPool(ctx context.Context, what string, ok func(map[string]float64) bool) error {
+func (c *client) waitPool(ctx context.Context, what string, every time.Duration, ok func(map[string]float64) bool) error {
 	for {
 		if g, err := c.poolGauges(ctx); err == nil && ok(g) {
 			return nil
@@ -136,7 +137,7 @@ func (c *client) waitPool(ctx context.Context, what string, ok func(map[string]f
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
