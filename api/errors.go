@@ -61,8 +61,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		slog.Error("response encode failed", "err", err)
-		http.Error(w, `{"error":"internal","message":"response encoding failed"}`, http.StatusInternalServerError)
-		return
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"internal","message":"response encoding failed"}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))

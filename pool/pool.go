@@ -71,8 +71,7 @@ type Pool[S Sandbox] struct {
 	ready    []entry[S] // oldest first
 	waiters  []chan S   // FIFO of checkouts waiting for a sandbox
 	warming  int
-	inUse    int
-	held     map[string]struct{} // ids of the sandboxes ready or checked out
+	out      map[string]struct{} // ids of the sandboxes checked out
 	failures int                 // consecutive warm-up failures
 	retryAt  time.Time           // no warm-up before this, after failures
 	closed   bool
@@ -119,7 +118,7 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 	p := &Pool[S]{
 		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		held: map[string]struct{}{},
+		out: map[string]struct{}{},
 	}
 	p.idle.L = &p.mu
 	p.wg.Add(1)
@@ -183,7 +182,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 	// A sandbox was handed over while we gave up: pass it on to the next waiter, or
 	// put it back at the front; after Close nobody else will remove it, so remove it.
 	if sb, ok := <-w; ok {
-		p.inUse--
+		delete(p.out, sb.ID())
 		switch {
 		case p.closed || isDone(sb):
 			p.removeLocked(sb)
@@ -200,7 +199,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 func (p *Pool[S]) handOverLocked(sb S) {
 	w := p.waiters[0]
 	p.waiters = p.waiters[1:]
-	p.inUse++
+	p.out[sb.ID()] = struct{}{}
 	w <- sb
 }
 
@@ -215,7 +214,7 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 			p.removeLocked(e.sb)
 			continue
 		}
-		p.inUse++
+		p.out[e.sb.ID()] = struct{}{}
 		return e.sb, true
 	}
 	var zero S
@@ -226,7 +225,7 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 // replacement starts warming. A sandbox never serves twice.
 func (p *Pool[S]) Release(sb S) {
 	p.mu.Lock()
-	p.inUse--
+	delete(p.out, sb.ID())
 	p.removeLocked(sb)
 	p.mu.Unlock()
 	p.poke()
@@ -234,7 +233,6 @@ func (p *Pool[S]) Release(sb S) {
 
 // removeLocked removes sb in the background, with the pool's own deadline.
 func (p *Pool[S]) removeLocked(sb S) {
-	delete(p.held, sb.ID())
 	p.removals++
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RemoveTimeout)
@@ -265,8 +263,15 @@ func (p *Pool[S]) removeLocked(sb S) {
 func (p *Pool[S]) Holds(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.held[id]
-	return ok
+	if _, ok := p.out[id]; ok {
+		return true
+	}
+	for _, e := range p.ready {
+		if e.sb.ID() == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Pool[S]) poke() {

@@ -102,7 +102,6 @@ func (p *Pool[S]) warmOne() {
 	p.retryAt = time.Time{}
 	p.lastErr = ""
 	p.counts.Created++
-	p.held[sb.ID()] = struct{}{}
 	if p.closed {
 		p.removeLocked(sb)
 		p.mu.Unlock()

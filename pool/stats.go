@@ -34,7 +34,7 @@ func (p *Pool[S]) Stats() Stats {
 		Target:    p.cfg.Size,
 		Ready:     len(p.ready),
 		Warming:   p.warming,
-		InUse:     p.inUse,
+		InUse:     len(p.out),
 		Waiting:   len(p.waiters),
 		Counts:    p.counts,
 		LastError: p.lastErr,

@@ -87,8 +87,9 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 			return nil, err
 		}
 	}
+	changed := false // whether the session's record was written since it was read
 	if !req.Stateless {
-		if err := s.saveState(pctx, sess, req.Request, res); err != nil {
+		if changed, err = s.saveState(pctx, sess, req.Request, res); err != nil {
 			return nil, err
 		}
 	}
@@ -99,32 +100,38 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		if err := s.store.TouchSession(pctx, sess.ID, now); err != nil {
 			return nil, fmt.Errorf("touch session: %w", err)
 		}
+		changed = true
 	}
-	if out.Session, err = s.store.Session(pctx, sess.ID); err != nil {
-		return nil, fmt.Errorf("reload session: %w", err)
+	out.Session = sess
+	if changed {
+		if out.Session, err = s.store.Session(pctx, sess.ID); err != nil {
+			return nil, fmt.Errorf("reload session: %w", err)
+		}
 	}
 	return out, nil
 }
 
-// saveState keeps what the run captured. The executor hands back the state it was
-// given when a run fails (unless STATE_CAPTURE_ON_ERROR); a successful capture with no
-// state and no note means the namespace is now empty.
-func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) error {
+// saveState keeps what the run captured and reports whether it wrote. The executor
+// hands back the state it was given when a run fails (unless STATE_CAPTURE_ON_ERROR); a
+// successful capture with no state and no note means the namespace is now empty.
+func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) (bool, error) {
 	switch {
 	case !req.CaptureState:
 	case res.State != nil:
 		if bytes.Equal(res.State, req.State) {
-			return nil
+			return false, nil
 		}
 		if err := s.store.PutState(ctx, sess.ID, res.State); err != nil {
-			return fmt.Errorf("save state: %w", err)
+			return false, fmt.Errorf("save state: %w", err)
 		}
+		return true, nil
 	case res.Status == executor.StatusOK && res.StateError == nil && sess.HasState:
 		if err := s.store.DeleteState(ctx, sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("drop state: %w", err)
+			return false, fmt.Errorf("drop state: %w", err)
 		}
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // choose finds the session a request continues; nil means a new one is needed.

@@ -161,23 +161,41 @@ func TestExecChoosesSession(t *testing.T) {
 	}
 }
 
-func TestExecExtendsTheSession(t *testing.T) {
-	e := newEnv(t, testLimits)
-	sess := e.session(t, alice, "")
-	later := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Microsecond)
-	e.svc.now = func() time.Time { return later }
-	req := execReq()
-	req.SessionID = sess.ID
+// A run records the session's last use, which extends its expiry, unless the last
+// one is under a minute old: rewriting the session to move it by seconds would cost a
+// synced write on every run.
+func TestExecRecordsLastUse(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after time.Duration // since the session's last use
+		moved bool
+	}{
+		{"ten minutes later: recorded", 10 * time.Minute, true},
+		{"half a minute later: left", touchEvery / 2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			sess := e.session(t, alice, "")
+			at := sess.LastUsedAt.Add(tt.after)
+			e.svc.now = func() time.Time { return at }
+			req := execReq()
+			req.SessionID = sess.ID
 
-	res, err := e.svc.Exec(t.Context(), alice, req)
-	if err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	if !res.Session.LastUsedAt.Equal(later) {
-		t.Errorf("LastUsedAt = %v, want %v", res.Session.LastUsedAt, later)
-	}
-	if want := later.Add(testTTL); !res.Session.ExpiresAt.Equal(want) {
-		t.Errorf("ExpiresAt = %v, want %v", res.Session.ExpiresAt, want)
+			res, err := e.svc.Exec(t.Context(), alice, req)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			want := sess.LastUsedAt
+			if tt.moved {
+				want = at
+			}
+			if !res.Session.LastUsedAt.Equal(want) {
+				t.Errorf("LastUsedAt = %v, want %v", res.Session.LastUsedAt, want)
+			}
+			if want := want.Add(testTTL); !res.Session.ExpiresAt.Equal(want) {
+				t.Errorf("ExpiresAt = %v, want %v", res.Session.ExpiresAt, want)
+			}
+		})
 	}
 }
 
@@ -514,24 +532,6 @@ func TestExecPassesTheRequestThrough(t *testing.T) {
 	got := e.run.only(t)
 	if got.Lang != req.Lang || got.Code != req.Code || !slices.Equal(got.Args, req.Args) || got.Timeout != req.Timeout || !got.CaptureState {
 		t.Errorf("runner got %+v, want the request %+v", got, req.Request)
-	}
-}
-
-// A run soon after the last use does not rewrite the session just to move its last
-// use by seconds: that would cost a synced write on every run.
-func TestExecTouchesAtMostEveryMinute(t *testing.T) {
-	e := newEnv(t, testLimits)
-	sess := e.session(t, alice, "")
-	soon := sess.LastUsedAt.Add(touchEvery / 2)
-	e.svc.now = func() time.Time { return soon }
-	req := execReq()
-	req.SessionID = sess.ID
-	res, err := e.svc.Exec(t.Context(), alice, req)
-	if err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	if !res.Session.LastUsedAt.Equal(sess.LastUsedAt) {
-		t.Errorf("LastUsedAt = %v, want it left at %v", res.Session.LastUsedAt, sess.LastUsedAt)
 	}
 }
 

@@ -171,17 +171,13 @@ func ensureDocker(t *testing.T) {
 func TestAbandonedContainerReaped(t *testing.T) {
 	s := start(t, "POOL_SIZE=1", "REPL_WARMUP_TIMEOUT_SECONDS=10")
 	labels := []string{"--network", "none", "--label", "kiln.managed=true", "--label", "kiln.instance=" + s.Instance}
-	abandoned := map[string][]string{
-		"exited":  append([]string{"run", "-d", "--entrypoint", "true"}, labels...),
-		"running": append([]string{"run", "-d", "--entrypoint", "sleep"}, labels...),
-		"created": append([]string{"create", "--entrypoint", "true"}, labels...),
-	}
+	const image = "kiln-python:latest"
 	var ids []string
-	for state, args := range abandoned {
-		args = append(args, "kiln-python:latest")
-		if state == "running" {
-			args = append(args, "600")
-		}
+	for _, args := range [][]string{ // one exited, one running, one only created
+		append(append([]string{"run", "-d", "--entrypoint", "true"}, labels...), image),
+		append(append([]string{"run", "-d", "--entrypoint", "sleep"}, labels...), image, "600"),
+		append(append([]string{"create", "--entrypoint", "true"}, labels...), image),
+	} {
 		out, err := kilntest.Docker(args...)
 		if err != nil {
 			t.Fatalf("docker %s: %v: %s", args[0], err, out)
