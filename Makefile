@@ -3,8 +3,11 @@ SHELL := /bin/bash
 GO ?= go
 IMAGE ?= kiln-python:latest
 GOTEST_FLAGS ?= -count=1 -timeout 30m
+# staticcheck, pinned; installed into bin/tools through the Go module proxy by `make lint`.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test test-runsc test-unit test-image image docker redis lint bench clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps image docker redis lint bench clean chromium compose-up compose-down
 
 all: build
 
@@ -33,7 +36,7 @@ run: build image
 	SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real image
-test: docker redis chromium image lint
+test: docker redis chromium image lint test-mcp-deps
 	images/test.sh
 	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 
@@ -41,14 +44,28 @@ test: docker redis chromium image lint
 test-runsc: docker redis image
 	KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/
 
+## test-mcp-deps: the MCP TypeScript SDK (pinned in test/mcp/node/package-lock.json) for test/mcp, with this machine's npm
+test-mcp-deps: test/mcp/node/node_modules/.installed
+
+test/mcp/node/node_modules/.installed: test/mcp/node/package.json test/mcp/node/package-lock.json
+	cd test/mcp/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 ## test-unit: the tests that need no Docker
 test-unit:
-	$(GO) test -count=1 . ./protocol/... ./docker/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/...
+	$(GO) test -count=1 . ./protocol/... ./docker/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/...
 
-## lint: formatting and vet
-lint:
+## lint: gofmt, go vet, staticcheck (pinned) and the REPL's mypy --strict; all must be clean
+lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	images/lint.sh
+
+$(STATICCHECK):
+	@mkdir -p bin/tools
+	GOBIN=$(CURDIR)/bin/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv bin/tools/staticcheck $@
 
 ## bench: the performance benchmarks (writes test/results/bench/)
 bench: docker image build

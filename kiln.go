@@ -1,12 +1,12 @@
-// Package kiln holds the domain types shared by kiln's packages: the application
-// error with its machine codes, and the identifiers the API hands out.
+// Package kiln holds the domain shared by kiln's packages: the application error with
+// its machine codes, the reasons a sandbox could not serve, and the identifiers the
+// API hands out.
 package kiln
 
 import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Code is a machine-readable error code, as sent in the "error" field of an API error body.
@@ -19,6 +19,7 @@ const (
 	CodeLanguage     Code = "unsupported_language"
 	CodeUnauthorized Code = "unauthorized"
 	CodeNotFound     Code = "not_found"
+	CodeConflict     Code = "conflict"
 	CodeTooLarge     Code = "too_large"
 	CodeMediaType    Code = "unsupported_media_type"
 	CodeRateLimited  Code = "rate_limited"
@@ -93,23 +94,20 @@ func ValidToken(s string, max int) bool {
 	return true
 }
 
-// TimeFormat is how every timestamp in the API is written: RFC 3339, UTC, with
-// milliseconds and a Z suffix.
-const TimeFormat = "2006-01-02T15:04:05.000Z"
-
-// Timestamp is a time that encodes to JSON in TimeFormat.
-type Timestamp time.Time
-
-// MarshalJSON implements json.Marshaler.
-func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format(TimeFormat) + `"`), nil
-}
-
-// ShortID returns the first 12 characters of a container id, as Docker shows them; it
-// is how logs and the health routes name containers.
-func ShortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
+// Why a sandbox could not serve. The packages that make sandboxes (docker, pool) wrap
+// these; the ones that report on them (executor, metrics) classify with errors.Is, so
+// that neither side depends on the other's wording or internals.
+var (
+	// ErrSandboxExited: the sandbox's REPL ended (or its stream broke) before it answered.
+	ErrSandboxExited = errors.New("sandbox exited")
+	// ErrWarmupTimeout: a sandbox did not say it was ready within the warm-up timeout.
+	ErrWarmupTimeout = errors.New("sandbox not ready in time")
+	// ErrDaemon: the container runtime refused or failed an operation.
+	ErrDaemon = errors.New("docker daemon")
+	// ErrQueueFull: every sandbox is busy and too many requests already wait.
+	ErrQueueFull = errors.New("queue full")
+	// ErrQueueTimeout: no sandbox became free within the queue timeout.
+	ErrQueueTimeout = errors.New("no sandbox within the queue timeout")
+	// ErrShuttingDown: kiln is draining and takes no new executions.
+	ErrShuttingDown = errors.New("shutting down")
+)

@@ -1,10 +1,8 @@
 package kiln
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -116,25 +114,5 @@ func TestErrorCode(t *testing.T) {
 	}
 	if got := Errorf(CodeInvalid, "bad %s", "id").Error(); got != "invalid_request: bad id" {
 		t.Errorf("got %q, want %q", got, "invalid_request: bad id")
-	}
-}
-
-func TestAfter(t *testing.T) {
-	var got []string
-	After(context.Background(), func() { got = append(got, "now") })
-	if len(got) != 1 {
-		t.Fatalf("without WithAfter: got %v, want the work run at once", got)
-	}
-
-	ctx, run := WithAfter(context.Background())
-	After(ctx, func() { got = append(got, "first") })
-	After(ctx, func() { got = append(got, "second") })
-	if len(got) != 1 {
-		t.Fatalf("before run: got %v, want nothing more run", got)
-	}
-	run()
-	After(ctx, func() { got = append(got, "late") })
-	if want := []string{"now", "first", "second", "late"}; !slices.Equal(got, want) {
-		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/api"
 )
 
 // TestAuth runs over a real HTTP connection so that header names reach the server in
@@ -38,7 +39,7 @@ func TestAuth(t *testing.T) {
 		{"unknown scheme", map[string]string{"Authorization": "Token " + key}, false},
 		{"key without a scheme", map[string]string{"Authorization": key}, false},
 	}
-	srv := httptest.NewServer(newServer(t, []string{key, " k2-other ", ""}, &fakeRunner{}, nil))
+	srv := httptest.NewServer(newServer(t, key, " k2-other ", ""))
 	defer srv.Close()
 	for _, tt := range tests {
 		for _, path := range []string{"/exec", "/v1/exec"} {
@@ -75,7 +76,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestAuthEnvelopeAndOpenRoutes(t *testing.T) {
-	h := newServer(t, []string{"secret"}, &fakeRunner{}, nil)
+	h := newServer(t, "secret")
 	t.Run("401 envelope", func(t *testing.T) {
 		rec := serve(t, h, "POST", "/exec", "application/json", `{"code":"1"}`, nil)
 		checkError(t, rec, 401, kiln.CodeUnauthorized)
@@ -103,10 +104,71 @@ func TestAuthEnvelopeAndOpenRoutes(t *testing.T) {
 		})
 	}
 	t.Run("auth off without keys", func(t *testing.T) {
-		open := newServer(t, nil, &fakeRunner{}, nil)
+		open := newServer(t)
 		rec := serve(t, open, "POST", "/exec", "application/json", `{"code":"1"}`, nil)
 		if rec.Code != 200 {
 			t.Errorf("got status %d with auth off, want 200", rec.Code)
 		}
 	})
+}
+
+// TestOwnership: what one key created, another key cannot see, change or run in: every
+// route answers as if it did not exist. The same holds between two users of one key.
+func TestOwnership(t *testing.T) {
+	h := api.NewHarness(t, api.HarnessConfig{Keys: []string{"key-a", "key-b"}})
+	type caller struct {
+		name   string
+		header http.Header
+	}
+	tests := []struct {
+		owner, other caller
+	}{
+		{caller{"key-a", withKey("key-a")}, caller{"key-b", withKey("key-b")}},
+		{caller{"user u1", http.Header{"X-Api-Key": {"key-a"}, "User-Id": {"u1"}}},
+			caller{"user u2", http.Header{"X-Api-Key": {"key-a"}, "User-Id": {"u2"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.other.name+" on "+tt.owner.name+"'s", func(t *testing.T) {
+			sid, ids := upload(t, h, tt.owner.header, "secret.txt", "s3cret")
+			blob := api.LZ4Frame(t, []byte("token = 's3cret'"))
+			if rec := serve(t, h, "POST", "/state/"+sid, "", string(blob), tt.owner.header); rec.Code != http.StatusCreated {
+				t.Fatalf("put state: got %d, want 201 (body %s)", rec.Code, rec.Body)
+			}
+			file := "/" + sid + "/" + ids[0]
+			for _, r := range []struct{ method, path, body string }{
+				{"GET", "/sessions/" + sid, ""},
+				{"DELETE", "/sessions/" + sid, ""},
+				{"GET", "/state/" + sid, ""},
+				{"GET", "/state/" + sid + "/info", ""},
+				{"POST", "/state/" + sid, string(blob)},
+				{"DELETE", "/state/" + sid, ""},
+				{"GET", "/download" + file, ""},
+				{"DELETE", "/files" + file, ""},
+				{"POST", "/exec", `{"code":"1","files":[{"id":"` + ids[0] + `","session_id":"` + sid + `"}]}`},
+			} {
+				ct := ""
+				if r.path == "/exec" {
+					ct = jsonCT
+				}
+				checkError(t, serve(t, h, r.method, r.path, ct, r.body, tt.other.header), http.StatusNotFound, kiln.CodeNotFound)
+			}
+			if list := decode[[]any](t, serve(t, h, "GET", "/files/"+sid, "", "", tt.other.header), http.StatusOK); len(list) != 0 {
+				t.Errorf("listing the files: got %v, want []", list)
+			}
+			runs := len(h.Requests())
+			if got := execOK(t, h, `{"code":"1","session_id":"`+sid+`"}`, tt.other.header); got.SessionID == sid {
+				t.Errorf("exec with the session_id: got the owner's session, want a new one")
+			}
+			if req := h.Requests()[runs]; req.State != nil || len(req.Files) != 0 {
+				t.Errorf("exec with the session_id: run given state %q and files %+v, want neither", req.State, req.Files)
+			}
+			// The owner still has it all.
+			if rec := serve(t, h, "GET", "/download"+file, "", "", tt.owner.header); rec.Body.String() != "s3cret" {
+				t.Errorf("owner's download: got %d %q, want the file", rec.Code, rec.Body)
+			}
+			if info := decode[map[string]any](t, serve(t, h, "GET", "/state/"+sid+"/info", "", "", tt.owner.header), http.StatusOK); info["exists"] != true {
+				t.Errorf("owner's state: got %v, want it kept", info)
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ var statusOf = map[kiln.Code]int{
 	kiln.CodeLanguage:     http.StatusBadRequest,
 	kiln.CodeUnauthorized: http.StatusUnauthorized,
 	kiln.CodeNotFound:     http.StatusNotFound,
+	kiln.CodeConflict:     http.StatusConflict,
 	kiln.CodeTooLarge:     http.StatusRequestEntityTooLarge,
 	kiln.CodeMediaType:    http.StatusUnsupportedMediaType,
 	kiln.CodeRateLimited:  http.StatusTooManyRequests,

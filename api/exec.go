@@ -86,12 +86,23 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "state and session_id are mutually exclusive: send one"))
 		return
 	}
-	var out *execResponse
-	if s.sessions == nil {
-		out, err = s.execStateless(r, xreq)
-	} else {
-		out, err = s.execSession(r, &req, xreq, stateless)
+	sreq, err := sessionRequest(&req, xreq, stateless)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
+	sreq.ExecutionID = kiln.NewID()
+	answer := func(res *session.ExecResult) *execResponse {
+		out := newExecResponse(r, res, stateless)
+		out.Timing.TotalMS = ms(time.Since(start))
+		return out
+	}
+	if wantsStream(r) {
+		s.execStream(w, r, sreq, caller(r, req.UserID), answer)
+		return
+	}
+	res, err := s.sessions.Exec(r.Context(), caller(r, req.UserID), sreq)
+	info(r).endRun()
 	if err != nil {
 		if r.Context().Err() != nil {
 			logger(r).Info("client went away during the run")
@@ -100,22 +111,28 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out.Timing.TotalMS = ms(time.Since(start))
-	writeJSON(w, http.StatusOK, out)
+	// The sandbox is removed, and its replacement warmed, once the answer is out: on
+	// a small host that work would otherwise compete with writing it.
+	defer res.Release()
+	w.Header().Set("X-Execution-Id", res.ExecutionID)
+	writeJSON(w, http.StatusOK, answer(res))
+	_ = http.NewResponseController(w).Flush()
 }
 
-// execStateless runs without any session store (only when kiln has none): the
-// state goes back to the caller and files are not kept.
-func (s *Server) execStateless(r *http.Request, xreq executor.Request) (*execResponse, error) {
-	res, err := s.run.Run(r.Context(), xreq)
+// cancelExecution handles POST /executions/{execution_id}/cancel: 202 when the run
+// was going (it ends as cancelled), 409 when it had finished, 404 when the caller
+// started no such run.
+func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "execution_id")
 	if err != nil {
-		return nil, err
+		writeError(w, r, err)
+		return
 	}
-	out := newExecResponse(r, res)
-	out.SessionID = kiln.NewID()
-	out.Files = []fileOut{}
-	setState(out, res.State)
-	return out, nil
+	if err := s.sessions.Cancel(r.Context(), caller(r, ""), id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"execution_id": id, "status": "cancelling"})
 }
 
 // setState puts the state blob in the body: stateless mode, where the caller keeps it.
@@ -128,44 +145,42 @@ func setState(out *execResponse, state []byte) {
 	}
 }
 
-// execSession runs in a session. In stateless mode the session is a new one that only
-// keeps the run's files; the state travels in the request and response bodies.
-func (s *Server) execSession(r *http.Request, req *execRequest, xreq executor.Request, stateless bool) (*execResponse, error) {
+// sessionRequest builds the session layer's request. In stateless mode the session is a
+// new one that only keeps the run's files; the state travels in the request and
+// response bodies.
+func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (session.ExecRequest, error) {
 	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, Stateless: stateless}
 	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
 		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
 	}
 	for _, f := range req.Files {
 		if !kiln.ValidID(f.ID) || (f.SessionID != "" && !kiln.ValidID(f.SessionID)) {
-			return nil, kiln.Errorf(kiln.CodeInvalid, "files[]: id and session_id must be kiln ids (21 characters of A-Z a-z 0-9 _ -)")
+			return sreq, kiln.Errorf(kiln.CodeInvalid, "files[]: id and session_id must be kiln ids (21 characters of A-Z a-z 0-9 _ -)")
 		}
 		sreq.Files = append(sreq.Files, session.FileRef{ID: f.ID, SessionID: f.SessionID, Name: f.Name})
 	}
-	res, err := s.sessions.Exec(r.Context(), caller(r, req.UserID), sreq)
-	if err != nil {
-		return nil, err
+	return sreq, nil
+}
+
+// newExecResponse is the body of the answer.
+func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *execResponse {
+	info(r).poolWait = res.QueueWait
+	out := &execResponse{
+		SessionID: res.Session.ID,
+		Status:    res.Status, ExitCode: res.ExitCode,
+		Stdout: res.Stdout, Stderr: res.Stderr,
+		Error: res.Error, Result: res.Result.Result,
+		Files:      fileOutFromStore(res.Files).out(),
+		Truncated:  res.Truncated,
+		StateError: res.StateError,
+		Timing:     timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
 	}
-	out := newExecResponse(r, res.Result)
-	out.SessionID = res.Session.ID
-	out.Files = fileOutFromStore(res.Files).out()
 	if stateless {
 		setState(out, res.State)
 	} else {
 		out.HasState, out.StateSize = res.Session.HasState, int(res.Session.StateSize)
 	}
-	return out, nil
-}
-
-func newExecResponse(r *http.Request, res *executor.Result) *execResponse {
-	info(r).poolWait = res.QueueWait
-	return &execResponse{
-		Status: res.Status, ExitCode: res.ExitCode,
-		Stdout: res.Stdout, Stderr: res.Stderr,
-		Error: res.Error, Result: res.Result,
-		Truncated:  res.Truncated,
-		StateError: res.StateError,
-		Timing:     timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
-	}
+	return out
 }
 
 // toExecRequest validates the fields the API owns and builds the executor's request.

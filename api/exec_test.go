@@ -1,16 +1,15 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,123 +18,11 @@ import (
 	"github.com/kilnsh/kiln/executor"
 )
 
-// fakeRunner records the requests it gets and answers with res or err.
-type fakeRunner struct {
-	res *executor.Result
-	err error
-
-	mu  sync.Mutex
-	got []executor.Request
-}
-
-func (f *fakeRunner) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
-	f.mu.Lock()
-	f.got = append(f.got, req)
-	f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	if f.res != nil {
-		return f.res, nil
-	}
-	return &executor.Result{Status: executor.StatusOK, Stdout: "hi\n", QueueWait: time.Millisecond, ExecTime: 2 * time.Millisecond}, nil
-}
-
-func (f *fakeRunner) requests() []executor.Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]executor.Request(nil), f.got...)
-}
-
-// fakeHealth is ready unless err is set.
-type fakeHealth struct{ err error }
-
-func (h fakeHealth) Ready(context.Context) error { return h.err }
-func (h fakeHealth) Detailed(context.Context) any {
-	return map[string]string{"status": "ok"}
-}
-
-const testMaxBody = 4096
-
-func newServer(t *testing.T, keys []string, run api.Runner, health api.Health) http.Handler {
-	t.Helper()
-	if health == nil {
-		health = fakeHealth{}
-	}
-	return api.New(api.Config{
-		Keys:         api.NewKeys(keys),
-		Runner:       run,
-		Health:       health,
-		Log:          slog.New(slog.DiscardHandler),
-		MaxBodyBytes: testMaxBody,
-	})
-}
-
-// serve sends one request to h and returns the recorded response.
-func serve(t *testing.T, h http.Handler, method, path, contentType, body string, header http.Header) *httptest.ResponseRecorder {
-	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
-
-type errorEnvelope struct {
-	Error     string `json:"error"`
-	Message   string `json:"message"`
-	RequestID string `json:"request_id"`
-}
-
-// checkRequestID checks that the response carries a well-formed X-Request-Id.
-func checkRequestID(t *testing.T, rec *httptest.ResponseRecorder) {
-	t.Helper()
-	if id := rec.Header().Get("X-Request-Id"); !kiln.ValidID(id) {
-		t.Errorf("got X-Request-Id %q, want a kiln id", id)
-	}
-}
-
-// checkError checks an error response: its status, its envelope with exactly the
-// fields error, message and request_id, and the request id matching the header.
-func checkError(t *testing.T, rec *httptest.ResponseRecorder, status int, code kiln.Code) errorEnvelope {
-	t.Helper()
-	checkRequestID(t, rec)
-	if rec.Code != status {
-		t.Errorf("got status %d, want %d (body %s)", rec.Code, status, rec.Body)
-	}
-	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Errorf("got Content-Type %q, want application/json", ct)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
-		t.Fatalf("got body %q, want a JSON error envelope: %v", rec.Body, err)
-	}
-	for _, k := range []string{"error", "message", "request_id"} {
-		if _, ok := raw[k].(string); !ok {
-			t.Errorf("got envelope %v, want string field %q", raw, k)
-		}
-	}
-	var env errorEnvelope
-	_ = json.Unmarshal(rec.Body.Bytes(), &env)
-	if env.Error != string(code) {
-		t.Errorf("got error code %q (%s), want %q", env.Error, env.Message, code)
-	}
-	if env.Message == "" {
-		t.Errorf("got an empty message, want a sentence")
-	}
-	if env.RequestID != rec.Header().Get("X-Request-Id") {
-		t.Errorf("got request_id %q, want the X-Request-Id header %q", env.RequestID, rec.Header().Get("X-Request-Id"))
-	}
-	return env
-}
-
 func TestExecBadRequests(t *testing.T) {
-	const jsonCT = "application/json"
+	notLZ4 := base64.StdEncoding.EncodeToString([]byte("blob"))
+	tooRaw := base64.StdEncoding.EncodeToString(api.LZ4Frame(t, make([]byte, api.TestLimits.MaxStateRaw+1)))
+	const fileA, sessB = "aaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbb"
+	ref := `{"id":"` + fileA + `","session_id":"` + sessB + `"}`
 	tests := []struct {
 		name        string
 		contentType string
@@ -155,25 +42,34 @@ func TestExecBadRequests(t *testing.T) {
 		{"timeout of the wrong type", jsonCT, `{"code":"1","timeout":"30s"}`, 400, kiln.CodeInvalid},
 		{"missing code", jsonCT, `{"lang":"py"}`, 400, kiln.CodeInvalid},
 		{"null code", jsonCT, `{"code":null}`, 400, kiln.CodeInvalid},
+		{"blank code", jsonCT, `{"code":" \n"}`, 400, kiln.CodeInvalid},
+		{"code over the limit", jsonCT, `{"code":"` + strings.Repeat("x", api.TestLimits.MaxCodeBytes+1) + `"}`, 413, kiln.CodeTooLarge},
 		{"entity_id too long", jsonCT, `{"code":"1","entity_id":"` + strings.Repeat("a", 41) + `"}`, 400, kiln.CodeInvalid},
 		{"entity_id with a dot", jsonCT, `{"code":"1","entity_id":"agent.1"}`, 400, kiln.CodeInvalid},
 		{"entity_id with a slash", jsonCT, `{"code":"1","entity_id":"../x"}`, 400, kiln.CodeInvalid},
 		{"state not base64", jsonCT, `{"code":"1","state":"not base64!"}`, 400, kiln.CodeInvalid},
 		{"state not a string", jsonCT, `{"code":"1","state":123}`, 400, kiln.CodeInvalid},
+		{"empty state", jsonCT, `{"code":"1","state":""}`, 400, kiln.CodeInvalid},
+		{"state not an LZ4 frame", jsonCT, `{"code":"1","state":"` + notLZ4 + `"}`, 400, kiln.CodeInvalid},
+		{"state decompressing past the limit", jsonCT, `{"code":"1","state":"` + tooRaw + `"}`, 413, kiln.CodeTooLarge},
 		{"state and session_id", jsonCT, `{"code":"1","state":"BCJNGA==","session_id":"abcdefghijklmnopqrstu"}`, 400, kiln.CodeInvalid},
+		{"state null and session_id", jsonCT, `{"code":"1","state":null,"session_id":"abcdefghijklmnopqrstu"}`, 400, kiln.CodeInvalid},
 		{"args of the wrong type", jsonCT, `{"code":"1","args":42}`, 400, kiln.CodeInvalid},
 		{"args list of numbers", jsonCT, `{"code":"1","args":[1,2]}`, 400, kiln.CodeInvalid},
 		{"unsupported language", jsonCT, `{"code":"1","lang":"ruby"}`, 400, kiln.CodeLanguage},
 		{"language of the wrong type", jsonCT, `{"code":"1","lang":3}`, 400, kiln.CodeInvalid},
-		{"body over the limit", jsonCT, `{"code":"` + strings.Repeat("x", testMaxBody) + `"}`, 413, kiln.CodeTooLarge},
+		{"file id not a kiln id", jsonCT, `{"code":"1","files":[{"id":"../x","session_id":"` + sessB + `"}]}`, 400, kiln.CodeInvalid},
+		{"file session_id not a kiln id", jsonCT, `{"code":"1","files":[{"id":"` + fileA + `","session_id":"x"}]}`, 400, kiln.CodeInvalid},
+		{"unknown file", jsonCT, `{"code":"1","files":[` + ref + `]}`, 404, kiln.CodeNotFound},
+		{"more files than a session holds", jsonCT, `{"code":"1","files":[` + strings.Repeat(ref+",", api.TestMaxFiles) + ref + `]}`, 413, kiln.CodeTooLarge},
+		{"body over the limit", jsonCT, `{"code":"` + strings.Repeat("x", api.TestMaxBody) + `"}`, 413, kiln.CodeTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			run := &fakeRunner{}
-			h := newServer(t, nil, run, nil)
+			h := newServer(t)
 			rec := serve(t, h, "POST", "/exec", tt.contentType, tt.body, nil)
 			checkError(t, rec, tt.status, tt.code)
-			if n := len(run.requests()); n != 0 {
+			if n := len(h.Requests()); n != 0 {
 				t.Errorf("got %d runs for a bad request, want 0", n)
 			}
 		})
@@ -181,6 +77,7 @@ func TestExecBadRequests(t *testing.T) {
 }
 
 func TestExecAccepted(t *testing.T) {
+	state := api.LZ4Frame(t, []byte("blob"))
 	tests := []struct {
 		name        string
 		contentType string
@@ -194,50 +91,56 @@ func TestExecAccepted(t *testing.T) {
 		}},
 		{"JSON with charset", "application/json; charset=utf-8", `{"code":"1"}`, nil},
 		{"vendor JSON type", "application/vnd.kiln+json", `{"code":"1"}`, nil},
-		{"unknown fields ignored", "application/json", `{"code":"1","future_field":{"a":[1]}}`, nil},
-		{"body exactly at the limit", "application/json", `{"code":"` + strings.Repeat("x", testMaxBody-len(`{"code":""}`)) + `"}`, nil},
-		{"defaults", "application/json", `{"code":"1"}`, func(t *testing.T, req executor.Request) {
-			if req.Lang != executor.LangPython || !req.CaptureState || req.Timeout != 0 || req.State != nil || req.Args != nil {
-				t.Errorf("got %+v, want python, capture_state true, no timeout, state or args", req)
+		{"unknown fields ignored", jsonCT, `{"code":"1","future_field":{"a":[1]}}`, nil},
+		{"body exactly at the limit", jsonCT, `{"code":"1"` + strings.Repeat(" ", api.TestMaxBody-len(`{"code":"1"}`)) + `}`, nil},
+		{"defaults", jsonCT, `{"code":"1"}`, func(t *testing.T, req executor.Request) {
+			if req.Lang != executor.LangPython || !req.CaptureState || req.Timeout != api.TestLimits.DefaultTimeout || req.State != nil || req.Args != nil {
+				t.Errorf("got %+v, want python, capture_state true, the default timeout, no state or args", req)
 			}
 		}},
-		{"capture_state false", "application/json", `{"code":"1","capture_state":false}`, func(t *testing.T, req executor.Request) {
+		{"capture_state false", jsonCT, `{"code":"1","capture_state":false}`, func(t *testing.T, req executor.Request) {
 			if req.CaptureState {
 				t.Errorf("got capture_state true, want false")
 			}
 		}},
-		{"timeout in milliseconds", "application/json", `{"code":"1","timeout":1500}`, func(t *testing.T, req executor.Request) {
+		{"timeout in milliseconds", jsonCT, `{"code":"1","timeout":1500}`, func(t *testing.T, req executor.Request) {
 			if req.Timeout != 1500*time.Millisecond {
 				t.Errorf("got timeout %v, want 1.5s", req.Timeout)
 			}
 		}},
-		{"negative timeout clamped up", "application/json", `{"code":"1","timeout":-5}`, func(t *testing.T, req executor.Request) {
-			if req.Timeout != time.Millisecond {
-				t.Errorf("got timeout %v, want 1ms for the executor to clamp to its minimum", req.Timeout)
+		{"negative timeout clamped to the minimum", jsonCT, `{"code":"1","timeout":-5}`, func(t *testing.T, req executor.Request) {
+			if req.Timeout != api.TestLimits.MinTimeout {
+				t.Errorf("got timeout %v, want the minimum %v", req.Timeout, api.TestLimits.MinTimeout)
 			}
 		}},
-		{"state decoded", "application/json", `{"code":"1","state":"` + base64.StdEncoding.EncodeToString([]byte("blob")) + `"}`, func(t *testing.T, req executor.Request) {
-			if string(req.State) != "blob" {
-				t.Errorf("got state %q, want blob", req.State)
+		{"long timeout clamped to the maximum", jsonCT, `{"code":"1","timeout":3600000}`, func(t *testing.T, req executor.Request) {
+			if req.Timeout != api.TestLimits.MaxTimeout {
+				t.Errorf("got timeout %v, want the maximum %v", req.Timeout, api.TestLimits.MaxTimeout)
 			}
 		}},
-		{"null state", "application/json", `{"code":"1","state":null}`, func(t *testing.T, req executor.Request) {
+		{"state decoded", jsonCT, `{"code":"1","state":"` + base64.StdEncoding.EncodeToString(state) + `"}`, func(t *testing.T, req executor.Request) {
+			if !bytes.Equal(req.State, state) {
+				t.Errorf("got state %q, want %q", req.State, state)
+			}
+		}},
+		{"null state", jsonCT, `{"code":"1","state":null}`, func(t *testing.T, req executor.Request) {
 			if req.State != nil {
 				t.Errorf("got state %q, want nil", req.State)
 			}
 		}},
-		{"entity_id of 40 characters", "application/json", `{"code":"1","entity_id":"` + strings.Repeat("A_-9", 10) + `"}`, nil},
-		{"args as a list", "application/json", `{"code":"1","args":["a b","c"]}`, func(t *testing.T, req executor.Request) {
+		{"entity_id of 40 characters", jsonCT, `{"code":"1","entity_id":"` + strings.Repeat("A_-9", 10) + `"}`, nil},
+		{"malformed session_id is a new session", jsonCT, `{"code":"1","session_id":"../../etc"}`, nil},
+		{"args as a list", jsonCT, `{"code":"1","args":["a b","c"]}`, func(t *testing.T, req executor.Request) {
 			if strings.Join(req.Args, "|") != "a b|c" {
 				t.Errorf("got args %q, want [a b, c]", req.Args)
 			}
 		}},
-		{"args as a string", "application/json", `{"code":"1","args":" a  b\tc "}`, func(t *testing.T, req executor.Request) {
+		{"args as a string", jsonCT, `{"code":"1","args":" a  b\tc "}`, func(t *testing.T, req executor.Request) {
 			if strings.Join(req.Args, "|") != "a|b|c" {
 				t.Errorf("got args %q, want [a b c]", req.Args)
 			}
 		}},
-		{"args null", "application/json", `{"code":"1","args":null}`, func(t *testing.T, req executor.Request) {
+		{"args null", jsonCT, `{"code":"1","args":null}`, func(t *testing.T, req executor.Request) {
 			if req.Args != nil {
 				t.Errorf("got args %q, want none", req.Args)
 			}
@@ -245,14 +148,13 @@ func TestExecAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			run := &fakeRunner{}
-			h := newServer(t, nil, run, nil)
+			h := newServer(t)
 			rec := serve(t, h, "POST", "/exec", tt.contentType, tt.body, nil)
 			checkRequestID(t, rec)
 			if rec.Code != http.StatusOK {
 				t.Fatalf("got status %d, want 200 (body %s)", rec.Code, rec.Body)
 			}
-			reqs := run.requests()
+			reqs := h.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("got %d runs, want 1", len(reqs))
 			}
@@ -282,10 +184,8 @@ func TestExecLanguages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.lang, func(t *testing.T) {
-			run := &fakeRunner{}
-			h := newServer(t, nil, run, nil)
-			body, _ := json.Marshal(map[string]string{"code": "1", "lang": tt.lang})
-			rec := serve(t, h, "POST", "/v1/exec", "application/json", string(body), nil)
+			h := newServer(t)
+			rec := serve(t, h, "POST", "/v1/exec", jsonCT, mustJSON(t, map[string]string{"code": "1", "lang": tt.lang}), nil)
 			if tt.want == "" {
 				checkError(t, rec, 400, kiln.CodeLanguage)
 				return
@@ -293,36 +193,31 @@ func TestExecLanguages(t *testing.T) {
 			if rec.Code != 200 {
 				t.Fatalf("got status %d, want 200 (body %s)", rec.Code, rec.Body)
 			}
-			if reqs := run.requests(); len(reqs) != 1 || reqs[0].Lang != tt.want {
+			if reqs := h.Requests(); len(reqs) != 1 || reqs[0].Lang != tt.want {
 				t.Errorf("got requests %+v, want one with lang %s", reqs, tt.want)
 			}
 		})
 	}
 }
 
-// TestExecResponse checks the body of a successful stateless run.
+// TestExecResponse checks the body of a stateless run, field by field.
 func TestExecResponse(t *testing.T) {
 	errLine := "ZeroDivisionError: division by zero"
-	run := &fakeRunner{res: &executor.Result{
-		Status: executor.StatusError, ExitCode: 1, Stdout: "a\n", Stderr: "Traceback\n",
-		Error: &errLine, State: []byte("new-state"), Truncated: true,
-		QueueWait: 3 * time.Millisecond, ExecTime: 5 * time.Millisecond,
-	}}
-	h := newServer(t, nil, run, nil)
-	rec := serve(t, h, "POST", "/exec", "application/json", `{"code":"1/0","state":null}`, nil)
+	h := api.NewHarness(t, api.HarnessConfig{Run: func(context.Context, executor.Request) (*executor.Result, error) {
+		return &executor.Result{
+			Status: executor.StatusError, ExitCode: 1, Stdout: "a\n", Stderr: "Traceback\n",
+			Error: &errLine, State: []byte("new-state"), Truncated: true,
+			QueueWait: 3 * time.Millisecond, ExecTime: 5 * time.Millisecond,
+		}, nil
+	}})
+	rec := serve(t, h, "POST", "/exec", jsonCT, `{"code":"1/0","state":null}`, nil)
 	checkRequestID(t, rec)
-	if rec.Code != 200 {
-		t.Fatalf("got status %d, want 200 (body %s)", rec.Code, rec.Body)
-	}
-	var body map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		t.Fatalf("got body %q: %v", rec.Body, err)
-	}
+	body := decode[map[string]any](t, rec, http.StatusOK)
 	want := map[string]any{
 		"status": "error", "exit_code": float64(1), "stdout": "a\n", "stderr": "Traceback\n",
 		"error": errLine, "result": nil, "truncated": true, "has_state": true,
 		"state":      base64.StdEncoding.EncodeToString([]byte("new-state")),
-		"state_size": float64(len("new-state")),
+		"state_size": float64(len("new-state")), "state_error": nil,
 	}
 	for k, v := range want {
 		if body[k] != v {
@@ -344,25 +239,33 @@ func TestExecResponse(t *testing.T) {
 	}
 }
 
-// TestExecRunnerErrors checks the mapping of the runner's errors to statuses.
+// TestExecRunnerErrors checks the mapping of the runner's errors, and of a panic, to
+// statuses.
 func TestExecRunnerErrors(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
+		panics     bool
 		status     int
 		code       kiln.Code
 		retryAfter string
 	}{
-		{"unavailable", &kiln.Error{Code: kiln.CodeUnavailable, Message: "busy", RetryAfter: 7}, 503, kiln.CodeUnavailable, "7"},
-		{"too large", kiln.Errorf(kiln.CodeTooLarge, "state too big"), 413, kiln.CodeTooLarge, ""},
-		{"invalid", kiln.Errorf(kiln.CodeInvalid, "code is empty"), 400, kiln.CodeInvalid, ""},
-		{"unsupported language", kiln.Errorf(kiln.CodeLanguage, "no bash here"), 400, kiln.CodeLanguage, ""},
-		{"internal", errors.New("docker: secret /var/run/docker.sock detail"), 500, kiln.CodeInternal, ""},
+		{"unavailable", &kiln.Error{Code: kiln.CodeUnavailable, Message: "busy", RetryAfter: 7}, false, 503, kiln.CodeUnavailable, "7"},
+		{"too large", kiln.Errorf(kiln.CodeTooLarge, "state too big"), false, 413, kiln.CodeTooLarge, ""},
+		{"invalid", kiln.Errorf(kiln.CodeInvalid, "code is empty"), false, 400, kiln.CodeInvalid, ""},
+		{"unsupported language", kiln.Errorf(kiln.CodeLanguage, "no bash here"), false, 400, kiln.CodeLanguage, ""},
+		{"internal", errors.New("docker: secret /var/run/docker.sock detail"), false, 500, kiln.CodeInternal, ""},
+		{"panic", errors.New("docker: secret /var/run/docker.sock detail"), true, 500, kiln.CodeInternal, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newServer(t, nil, &fakeRunner{err: tt.err}, nil)
-			rec := serve(t, h, "POST", "/exec", "application/json", `{"code":"1"}`, nil)
+			h := api.NewHarness(t, api.HarnessConfig{Run: func(context.Context, executor.Request) (*executor.Result, error) {
+				if tt.panics {
+					panic(tt.err)
+				}
+				return nil, tt.err
+			}})
+			rec := serve(t, h, "POST", "/exec", jsonCT, `{"code":"1"}`, nil)
 			env := checkError(t, rec, tt.status, tt.code)
 			if got := rec.Header().Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("got Retry-After %q, want %q", got, tt.retryAfter)
@@ -375,7 +278,7 @@ func TestExecRunnerErrors(t *testing.T) {
 }
 
 func TestNotFound(t *testing.T) {
-	h := newServer(t, nil, &fakeRunner{}, nil)
+	h := newServer(t)
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/nope"},
 		{"GET", "/v1/nope"},
@@ -394,22 +297,22 @@ func TestNotFound(t *testing.T) {
 func TestHealthRoutes(t *testing.T) {
 	tests := []struct {
 		name       string
-		health     fakeHealth
+		health     api.FakeHealth
 		path       string
 		status     int
 		retryAfter bool
 	}{
-		{"health", fakeHealth{}, "/health", 200, false},
-		{"live", fakeHealth{}, "/health/live", 200, false},
-		{"live under v1", fakeHealth{}, "/v1/health/live", 200, false},
-		{"ready", fakeHealth{}, "/health/ready", 200, false},
-		{"live while not ready", fakeHealth{err: errors.New("no docker")}, "/health", 200, false},
-		{"not ready", fakeHealth{err: errors.New("no docker")}, "/health/ready", 503, true},
-		{"not ready under v1", fakeHealth{err: errors.New("pool empty")}, "/v1/health/ready", 503, true},
+		{"health", api.FakeHealth{}, "/health", 200, false},
+		{"live", api.FakeHealth{}, "/health/live", 200, false},
+		{"live under v1", api.FakeHealth{}, "/v1/health/live", 200, false},
+		{"ready", api.FakeHealth{}, "/health/ready", 200, false},
+		{"live while not ready", api.FakeHealth{Err: errors.New("no docker")}, "/health", 200, false},
+		{"not ready", api.FakeHealth{Err: errors.New("no docker")}, "/health/ready", 503, true},
+		{"not ready under v1", api.FakeHealth{Err: errors.New("pool empty")}, "/v1/health/ready", 503, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newServer(t, []string{"secret"}, &fakeRunner{}, tt.health)
+			h := api.NewHarness(t, api.HarnessConfig{Keys: []string{"secret"}, Health: tt.health})
 			rec := serve(t, h, "GET", tt.path, "", "", nil)
 			checkRequestID(t, rec)
 			if rec.Code != tt.status {
@@ -428,7 +331,7 @@ func TestHealthRoutes(t *testing.T) {
 
 // TestRequestIDsDiffer checks that two requests get two ids.
 func TestRequestIDsDiffer(t *testing.T) {
-	h := newServer(t, nil, &fakeRunner{}, nil)
+	h := newServer(t)
 	a := serve(t, h, "GET", "/health", "", "", nil).Header().Get("X-Request-Id")
 	b := serve(t, h, "GET", "/health", "", "", nil).Header().Get("X-Request-Id")
 	if a == "" || a == b {
@@ -436,47 +339,35 @@ func TestRequestIDsDiffer(t *testing.T) {
 	}
 }
 
-// drain reads and closes a client response body.
-func drain(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-}
-
-// afterRunner postpones work with kiln.After that waits for the client to have read
-// the whole answer: it can only finish if the answer went out before the work ran.
-type afterRunner struct {
-	clientHasAnswer chan struct{}
-	ran             chan bool // whether the client had the answer when the work ran
-}
-
-func (f *afterRunner) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
-	kiln.After(ctx, func() {
+// TestSandboxReleasedAfterTheAnswerIsOut: the handler hands the sandbox back only once
+// the client has the whole answer. The result's release waits for the client to have
+// read the body; were it called before the answer was written and flushed, the client
+// could not read it, and the release would give up waiting.
+func TestSandboxReleasedAfterTheAnswerIsOut(t *testing.T) {
+	clientHasAnswer := make(chan struct{})
+	ran := make(chan bool, 1) // whether the client had the answer when the release ran
+	h := api.NewHarness(t, api.HarnessConfig{Release: func() {
 		select {
-		case <-f.clientHasAnswer:
-			f.ran <- true
+		case <-clientHasAnswer:
+			ran <- true
 		case <-time.After(5 * time.Second):
-			f.ran <- false
+			ran <- false
 		}
-	})
-	return &executor.Result{Status: executor.StatusOK, Stdout: "hi\n"}, nil
-}
-
-func TestPostponedWorkRunsAfterTheAnswerIsOut(t *testing.T) {
-	run := &afterRunner{clientHasAnswer: make(chan struct{}), ran: make(chan bool, 1)}
-	srv := httptest.NewServer(newServer(t, nil, run, nil))
+	}})
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	resp, err := http.Post(srv.URL+"/exec", "application/json", strings.NewReader(`{"code":"print(1)"}`))
+	resp, err := http.Post(srv.URL+"/exec", jsonCT, strings.NewReader(`{"code":"print(1)"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := io.ReadAll(resp.Body) // would block until the work gave up, were it run first
+	body, err := io.ReadAll(resp.Body) // would block until the release gave up, were it called first
 	resp.Body.Close()
-	close(run.clientHasAnswer)
+	close(clientHasAnswer)
 	if err != nil || resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(body)) {
 		t.Fatalf("got %d, %d of %d bytes, err %v", resp.StatusCode, len(body), resp.ContentLength, err)
 	}
-	if !<-run.ran {
-		t.Errorf("the postponed work ran before the client had the answer")
+	if !<-ran {
+		t.Errorf("the sandbox was released before the client had the answer")
 	}
 }

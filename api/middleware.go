@@ -29,6 +29,18 @@ type reqInfo struct {
 	log      *slog.Logger
 	owner    string // the caller's key fingerprint; "" when auth is off
 	poolWait time.Duration
+	// runOver frees what the request holds of the caller's budget once its run is
+	// over (limitConcurrency's slot); nil when nothing is held.
+	runOver func()
+	// acquire takes one of the caller's execution slots (RunSlots); set on /mcp.
+	acquire func() (release func(), ok bool)
+}
+
+// endRun calls the request's runOver, if any.
+func (ri *reqInfo) endRun() {
+	if ri.runOver != nil {
+		ri.runOver()
+	}
 }
 
 func info(r *http.Request) *reqInfo {
@@ -42,16 +54,13 @@ func requestID(r *http.Request) string    { return info(r).id }
 func logger(r *http.Request) *slog.Logger { return info(r).log }
 
 // withRequest gives every request an id, a logger that carries it, security headers,
-// panic recovery and one log line when it is done. Work the request postponed with
-// kiln.After (releasing its sandbox) runs once the response is flushed to the client.
+// panic recovery and one log line when it is done.
 func (s *Server) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := kiln.NewID()
 		ri := &reqInfo{id: id, log: s.log.With("request_id", id)}
-		ctx, runAfter := kiln.WithAfter(context.WithValue(r.Context(), keyRequest, ri))
-		r = r.WithContext(ctx)
-		defer runAfter() // also when a panic goes on up
+		r = r.WithContext(context.WithValue(r.Context(), keyRequest, ri))
 		h := w.Header()
 		h.Set("X-Request-Id", id)
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -65,11 +74,6 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 					panic(p)
 				}
 				writeError(sw, r, fmt.Errorf("panic: %v", p))
-			}
-			// The whole answer goes out now, not when this handler returns: the
-			// postponed work must not delay it.
-			if sw.status != 0 {
-				_ = http.NewResponseController(sw).Flush()
 			}
 			route := chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {

@@ -2,10 +2,8 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -54,27 +52,13 @@ func loadOpenAPI(t *testing.T) openAPIDocument {
 	return doc
 }
 
-type oaHealth struct{}
-
-func (oaHealth) Ready(context.Context) error  { return nil }
-func (oaHealth) Detailed(context.Context) any { return map[string]string{"status": "ok"} }
-
-type oaRunner struct{}
-
-func (oaRunner) Run(context.Context, executor.Request) (*executor.Result, error) {
-	return &executor.Result{Status: executor.StatusOK}, nil
-}
-
 // openAPIServer is a Server with every optional route mounted and auth on.
-func openAPIServer() *Server {
-	return New(Config{
-		Keys:         NewKeys([]string{"k"}),
-		Runner:       oaRunner{},
-		Health:       oaHealth{},
-		Log:          slog.New(slog.DiscardHandler),
-		MaxBodyBytes: 1 << 20,
-		Metrics:      http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "kiln_up 1\n") }),
-	})
+func openAPIServer(t *testing.T) *Server {
+	t.Helper()
+	return NewHarness(t, HarnessConfig{
+		Keys:    []string{"k"},
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "kiln_up 1\n") }),
+	}).Server
 }
 
 var chiParam = regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
@@ -138,7 +122,7 @@ func sortedKeys(m map[string]bool) []string {
 // mirror the root, and the document names /v1 as a second server instead.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	doc := loadOpenAPI(t)
-	root, v1 := servedRoutes(t, openAPIServer())
+	root, v1 := servedRoutes(t, openAPIServer(t))
 	documented := documentedRoutes(doc)
 
 	for _, r := range sortedKeys(root) {
@@ -182,7 +166,7 @@ func TestOpenAPISecurity(t *testing.T) {
 	if len(doc.Security) != 3 {
 		t.Errorf("top-level security = %v, want the three schemes as alternatives", doc.Security)
 	}
-	s := openAPIServer()
+	s := openAPIServer(t)
 	sample := strings.NewReplacer("{session_id}", "aWOimoK9wOmceEH4yJX5r", "{file_id}", "0Z9r8JKHDluAbMMSbIfYN", "{path}", "")
 	for path, ops := range doc.Paths {
 		for method, raw := range ops {
@@ -219,7 +203,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	if !slices.Equal(got, codes) {
 		t.Errorf("ErrorCode enum = %v, want %v", got, codes)
 	}
-	statuses := []string{executor.StatusError, executor.StatusOK, executor.StatusOOM, executor.StatusSandboxDied, executor.StatusTimeout}
+	statuses := []string{executor.StatusError, executor.StatusOK, executor.StatusOOM, executor.StatusSandboxDied, executor.StatusTimeout, executor.StatusCancelled}
 	sort.Strings(statuses)
 	got = slices.Sorted(slices.Values(doc.Comps.Schemas["ExecStatus"].Enum))
 	if !slices.Equal(got, statuses) {
@@ -230,7 +214,7 @@ func TestOpenAPIEnums(t *testing.T) {
 // TestOpenAPIServed: the document is served at /openapi.json and /v1/openapi.json
 // without a key.
 func TestOpenAPIServed(t *testing.T) {
-	s := openAPIServer()
+	s := openAPIServer(t)
 	for _, path := range []string{"/openapi.json", "/v1/openapi.json"} {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

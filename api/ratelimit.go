@@ -62,9 +62,6 @@ func newLimiter(cfg RateLimit) *limiter {
 	return l
 }
 
-// enabled reports whether any limit is on.
-func (l *limiter) enabled() bool { return l.cfg.PerMinute > 0 || l.cfg.Concurrent > 0 }
-
 // get returns the caller's entry, creating it with a full bucket; l.mu must be held.
 func (l *limiter) get(key string, now time.Time) *bucket {
 	c, ok := l.callers[key]
@@ -211,7 +208,11 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 			})
 			return
 		}
-		defer release()
+		// The slot is free once the run is over, before the answer goes out (see
+		// runOver): a client that has its answer may start its next run at once.
+		var once sync.Once
+		info(r).runOver = func() { once.Do(release) }
+		defer info(r).runOver()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -4,53 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kilnsh/kiln/executor"
 )
 
-// gateRunner holds every run until its gate closes, counting the runs under way.
-type gateRunner struct {
-	gate    chan struct{}
-	mu      sync.Mutex
-	started int
-}
-
-func (g *gateRunner) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
-	g.mu.Lock()
-	g.started++
-	g.mu.Unlock()
-	select {
-	case <-g.gate:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// gatedRun holds every run until gate closes, or its caller leaves.
+func gatedRun(gate chan struct{}) func(context.Context, executor.Request) (*executor.Result, error) {
+	return func(ctx context.Context, req executor.Request) (*executor.Result, error) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &executor.Result{Status: executor.StatusOK}, nil
 	}
-	return &executor.Result{Status: executor.StatusOK}, nil
 }
 
-func (g *gateRunner) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.started
-}
-
-type readyHealth struct{}
-
-func (readyHealth) Ready(context.Context) error  { return nil }
-func (readyHealth) Detailed(context.Context) any { return map[string]string{"status": "ok"} }
-
-func limitedServer(keys []string, run Runner, rl RateLimit) *Server {
-	return New(Config{
-		Keys: NewKeys(keys), Runner: run, Health: readyHealth{}, Log: slog.New(slog.DiscardHandler),
-		MaxBodyBytes: 4096, RateLimit: rl,
-	})
+func limitedServer(t *testing.T, keys []string, gate chan struct{}, rl RateLimit) *Harness {
+	t.Helper()
+	return NewHarness(t, HarnessConfig{Keys: keys, RateLimit: rl, Run: gatedRun(gate)})
 }
 
 // call sends one request through h as remote, with key when not empty.
@@ -100,7 +78,7 @@ func checkRateLimited(t *testing.T, w *httptest.ResponseRecorder, wantRetry int)
 
 func TestRateLimitPerKey(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	h := limitedServer([]string{"key-a", "key-b"}, &gateRunner{gate: closedGate()}, RateLimit{PerMinute: 2, Now: c.now})
+	h := limitedServer(t, []string{"key-a", "key-b"}, closedGate(), RateLimit{PerMinute: 2, Now: c.now})
 	const addr = "192.0.2.1:1000"
 	// The execution and data routes share one budget per key, under / and /v1.
 	if w := call(h, http.MethodPost, "/exec", "key-a", addr); w.Code != http.StatusOK {
@@ -142,7 +120,7 @@ func TestRateLimitPerKey(t *testing.T) {
 // Without keys, callers are told apart by address.
 func TestRateLimitWithoutAuthByAddress(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	h := limitedServer(nil, &gateRunner{gate: closedGate()}, RateLimit{PerMinute: 1, Now: c.now})
+	h := limitedServer(t, nil, closedGate(), RateLimit{PerMinute: 1, Now: c.now})
 	if w := call(h, http.MethodPost, "/exec", "", "192.0.2.1:1000"); w.Code != http.StatusOK {
 		t.Fatalf("first call: %d", w.Code)
 	}
@@ -161,8 +139,12 @@ func TestRateLimitWithoutAuthByAddress(t *testing.T) {
 }
 
 func TestConcurrencyPerKey(t *testing.T) {
-	run := &gateRunner{gate: make(chan struct{})}
-	srv := httptest.NewServer(limitedServer([]string{"key-a", "key-b"}, run, RateLimit{Concurrent: 1}))
+	gate := make(chan struct{})
+	obs := &ObserverLog{}
+	h := NewHarness(t, HarnessConfig{
+		Keys: []string{"key-a", "key-b"}, RateLimit: RateLimit{Concurrent: 1}, Run: gatedRun(gate), Observer: obs,
+	})
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	post := func(key string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/exec", strings.NewReader(`{"code":"1"}`))
@@ -180,7 +162,7 @@ func TestConcurrencyPerKey(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	for run.count() == 0 {
+	for len(h.Requests()) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	resp, err := post("key-a")
@@ -197,14 +179,17 @@ func TestConcurrencyPerKey(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for run.count() < 2 {
+	for len(h.Requests()) < 2 {
 		time.Sleep(time.Millisecond) // another key is not held back
 	}
-	close(run.gate)
+	close(gate)
 	if got := <-first; got != http.StatusOK {
 		t.Errorf("the first run: got %d, want 200", got)
 	}
-	// The slot is free again once the run is over.
+	// The slot is free again once the request is over (both runs observed done).
+	for countStatus(obs.Seen(), http.StatusOK) < 2 {
+		time.Sleep(time.Millisecond)
+	}
 	resp, err = post("key-a")
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +200,61 @@ func TestConcurrencyPerKey(t *testing.T) {
 	}
 }
 
+// countStatus counts the requests seen that answered status.
+func countStatus(seen []Observed, status int) int {
+	n := 0
+	for _, o := range seen {
+		if o.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// TestConcurrencySlotFreeOnceAnswered: a client that has its answer may run again at
+// once, even while the handler is still handing its sandbox back, as a client with
+// several connections would. The release here waits for the client's next run to be
+// answered; each run goes over a new connection (on a reused one the server reads the
+// next request only once the handler is done).
+func TestConcurrencySlotFreeOnceAnswered(t *testing.T) {
+	nextAnswered := make(chan struct{})
+	h := NewHarness(t, HarnessConfig{
+		Keys: []string{"key-a"}, RateLimit: RateLimit{Concurrent: 1},
+		Release: func() {
+			select {
+			case <-nextAnswered:
+			case <-time.After(5 * time.Second):
+			}
+		},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/exec", strings.NewReader(`{"code":"1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", "key-a")
+		req.Close = true
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post(); got != http.StatusOK {
+		t.Fatalf("first run: got %d, want 200", got)
+	}
+	got := post()
+	close(nextAnswered)
+	if got != http.StatusOK {
+		t.Errorf("run after the first was answered: got %d, want 200", got)
+	}
+}
+
 func TestSecurityHeaders(t *testing.T) {
-	h := limitedServer([]string{"key-a"}, &gateRunner{gate: closedGate()}, RateLimit{})
+	h := limitedServer(t, []string{"key-a"}, closedGate(), RateLimit{})
 	want := map[string]string{
 		"X-Content-Type-Options": "nosniff",
 		"X-Frame-Options":        "DENY",

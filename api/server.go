@@ -13,11 +13,6 @@ import (
 	"github.com/kilnsh/kiln/session"
 )
 
-// Runner runs executions.
-type Runner interface {
-	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
-}
-
 // Health answers the health routes.
 type Health interface {
 	// Ready returns nil when kiln can serve executions, else why not.
@@ -34,11 +29,10 @@ type Observer interface {
 // Config is what a Server needs.
 type Config struct {
 	Keys     *Keys
-	Runner   Runner           // stateless executions
-	Sessions *session.Service // sessions, state and files
+	Sessions *session.Service // executions, sessions, state and files
 	Health   Health
 	Log      *slog.Logger
-	// Limits are the executor's; the state routes check blobs against them.
+	// Limits are the executor's; they bound request bodies.
 	Limits         executor.Limits
 	MaxBodyBytes   int64 // largest JSON body accepted
 	MaxUploadBytes int64 // largest upload body accepted
@@ -47,12 +41,13 @@ type Config struct {
 	Metrics        http.Handler // served at /metrics (behind the key) when set
 	Stats          StatsSource  // feeds GET /stats, the dashboard's data, when set
 	RateLimit      RateLimit    // per-caller limits; zero values are off
+	// MCP is served at /mcp (not under /v1) behind the key and the rate limit, when set.
+	MCP http.Handler
 }
 
 // Server is kiln's HTTP handler.
 type Server struct {
 	keys      *Keys
-	run       Runner
 	sessions  *session.Service
 	limits    executor.Limits
 	maxUpload int64
@@ -66,15 +61,18 @@ type Server struct {
 	stats     StatsSource
 	limiter   *limiter
 	router    chi.Router
+	mcp       http.Handler
+	keepAlive time.Duration // between comments on a quiet event stream
 }
 
 // New returns a Server with every route mounted at / and under /v1.
 func New(cfg Config) *Server {
 	s := &Server{
-		keys: cfg.Keys, run: cfg.Runner, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
+		keys: cfg.Keys, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
-		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit),
+		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
+		mcp: cfg.MCP,
 	}
 	if s.keys == nil {
 		s.keys = &Keys{}
@@ -89,6 +87,12 @@ func New(cfg Config) *Server {
 	})
 	s.mount(r)
 	r.Route("/v1", s.mount)
+	if s.mcp != nil {
+		// Every MCP message is a request to /mcp: a wrong key is refused before any
+		// MCP session exists, and each message counts against the rate limit. The
+		// concurrency limit is taken per execution by the MCP tools (RunSlots).
+		r.With(s.requireKey, s.limitRate, s.withSlots).Handle("/mcp", s.mcp)
+	}
 	s.router = r
 	return s
 }
@@ -107,6 +111,7 @@ func (s *Server) mount(r chi.Router) {
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitRate)
 			r.With(s.limitConcurrency).Post("/exec", s.exec)
+			r.Post("/executions/{execution_id}/cancel", s.cancelExecution)
 			r.Post("/upload", s.upload)
 			r.Get("/files/{session_id}", s.listFiles)
 			r.Delete("/files/{session_id}/{file_id}", s.deleteFile)
@@ -115,7 +120,9 @@ func (s *Server) mount(r chi.Router) {
 			r.Post("/state/{session_id}", s.putState)
 			r.Get("/state/{session_id}/info", s.stateInfo)
 			r.Delete("/state/{session_id}", s.deleteState)
+			r.Get("/sessions", s.listSessions)
 			r.Get("/sessions/{session_id}", s.getSession)
+			r.Post("/sessions/{session_id}/fork", s.forkSession)
 			r.Delete("/sessions/{session_id}", s.deleteSession)
 		})
 	})

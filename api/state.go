@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/kilnsh/kiln/executor"
 )
 
 // getState handles GET /state/{session_id}: the raw blob, with its sha256 as ETag.
@@ -46,8 +44,7 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, bodyError(err, lim.MaxStateBytes))
 		return
 	}
-	check := func(b []byte) error { return executor.CheckState(b, lim.MaxStateBytes, lim.MaxStateRaw) }
-	sess, err := s.sessions.PutState(r.Context(), caller(r, ""), sid, blob, check)
+	sess, err := s.sessions.PutState(r.Context(), caller(r, ""), sid, blob)
 	if err != nil {
 		writeError(w, r, err)
 		return

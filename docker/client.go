@@ -21,20 +21,27 @@ const removeTimeout = 30 * time.Second
 
 // Client talks to the Docker daemon on kiln's behalf.
 type Client struct {
-	api      *client.Client
-	log      *slog.Logger
-	maxFrame int
+	api    *client.Client
+	log    *slog.Logger
+	frames FrameLimits
+}
+
+// FrameLimits bound one protocol frame from a sandbox: its JSON header, and its raw
+// payloads (the state and the files).
+type FrameLimits struct {
+	Header int
+	Binary int64
 }
 
 // New connects to the daemon named by the environment (DOCKER_HOST, or the local
 // socket), negotiating the API version down to what the daemon speaks (1.41 for
-// Debian's docker.io). maxFrame bounds one protocol frame from a sandbox.
-func New(log *slog.Logger, maxFrame int) (*Client, error) {
+// Debian's docker.io). lim bounds what kiln reads of one frame from a sandbox.
+func New(log *slog.Logger, lim FrameLimits) (*Client, error) {
 	api, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Client{api: api, log: log, maxFrame: maxFrame}, nil
+	return &Client{api: api, log: log, frames: lim}, nil
 }
 
 // Close releases the client's connections.
@@ -72,9 +79,9 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	cfg, host := spec.configs(time.Now())
 	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
 	if err != nil {
-		return nil, fmt.Errorf("container create: %w", err)
+		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrDaemon, err)
 	}
-	s := &Sandbox{id: created.ID, created: time.Now(), cli: c, exec: spec.Exec}
+	s := &Sandbox{id: created.ID, created: time.Now(), cli: c, exec: spec.Exec, execExit: -1}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
@@ -85,16 +92,16 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		Stream: true, Stdin: true, Stdout: true, Stderr: true,
 	})
 	if err != nil {
-		return fail(fmt.Errorf("container attach: %w", err))
+		return fail(fmt.Errorf("%w: container attach: %w", kiln.ErrDaemon, err))
 	}
-	s.main = newStream(att.Conn, att.Reader, c.maxFrame, c.log, s.id)
+	s.main = newStream(att.Conn, att.Reader, c.frames, c.log, s.id)
 
 	waitCtx, stopWait := context.WithCancel(context.Background())
 	s.stopWait = stopWait
 	s.waitResult = c.api.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 
 	if _, err := c.api.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
-		return fail(fmt.Errorf("container start: %w", err))
+		return fail(fmt.Errorf("%w: container start: %w", kiln.ErrDaemon, err))
 	}
 	if s.exec != nil {
 		if err := s.probeExec(ctx); err != nil {
@@ -102,17 +109,17 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		return s, nil
 	}
-	payload, err := s.main.receive(ctx)
+	ready, err := s.main.receive(ctx)
 	switch {
-	case errors.Is(err, ErrExited):
-		return fail(fmt.Errorf("sandbox exited during warm-up: %s", lastLine(s.Stderr())))
+	case errors.Is(err, kiln.ErrSandboxExited):
+		return fail(fmt.Errorf("%w during warm-up: %s", kiln.ErrSandboxExited, lastLine(s.Stderr())))
 	case ctx.Err() != nil:
-		return fail(fmt.Errorf("no ready frame: %w", ctx.Err()))
+		return fail(fmt.Errorf("%w: no ready frame: %w", kiln.ErrWarmupTimeout, ctx.Err()))
 	case err != nil:
-		return fail(fmt.Errorf("ready frame: %w", err))
+		return fail(fmt.Errorf("%w: ready frame: %w", kiln.ErrSandboxExited, err))
 	}
-	if s.ready, err = protocol.DecodeReady(payload); err != nil {
-		return fail(err)
+	if s.ready, err = protocol.DecodeReady(ready); err != nil {
+		return fail(fmt.Errorf("%w: %w", kiln.ErrSandboxExited, err))
 	}
 	return s, nil
 }
@@ -128,14 +135,14 @@ func (c *Client) remove(ctx context.Context, id string) error {
 		if strings.Contains(err.Error(), "is already in progress") {
 			return nil
 		}
-		return fmt.Errorf("container remove %s: %w", kiln.ShortID(id), err)
+		return fmt.Errorf("container remove %s: %w", ShortID(id), err)
 	}
 	return nil
 }
 
 // Container is a sandbox container as the daemon lists it.
 type Container struct {
-	ID       string
+	ID       string // short, as Sandbox.ID gives it
 	Instance string
 	State    string
 	Created  time.Time
@@ -155,7 +162,7 @@ func (c *Client) List(ctx context.Context, instance string) ([]Container, error)
 	out := make([]Container, 0, len(res.Items))
 	for _, it := range res.Items {
 		out = append(out, Container{
-			ID:       it.ID,
+			ID:       ShortID(it.ID),
 			Instance: it.Labels[LabelInstance],
 			State:    string(it.State),
 			Created:  time.Unix(it.Created, 0),
@@ -182,6 +189,15 @@ func (c *Client) RemoveOrphans(ctx context.Context, instance string) (int, error
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// ShortID returns the first 12 characters of a container id, as Docker shows them and
+// accepts them.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func lastLine(s string) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -18,60 +19,41 @@ func (s *Sandbox) startExec(ctx context.Context) (*stream, string, protocol.Read
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return nil, "", protocol.Ready{}, fmt.Errorf("exec create: %w", err)
+		return nil, "", protocol.Ready{}, fmt.Errorf("%w: exec create: %w", kiln.ErrDaemon, err)
 	}
 	att, err := s.cli.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, "", protocol.Ready{}, fmt.Errorf("exec attach: %w", err)
+		return nil, "", protocol.Ready{}, fmt.Errorf("%w: exec attach: %w", kiln.ErrDaemon, err)
 	}
-	st := newStream(att.Conn, att.Reader, s.cli.maxFrame, s.cli.log, s.id)
-	payload, err := st.receive(ctx)
+	st := newStream(att.Conn, att.Reader, s.cli.frames, s.cli.log, s.id)
+	frame, err := st.receive(ctx)
 	if err != nil {
-		_ = st.conn.Close()
+		st.close()
 		return nil, "", protocol.Ready{}, fmt.Errorf("exec'd REPL: no ready frame: %w (%s)", err, lastLine(st.stderr.String()))
 	}
-	ready, err := protocol.DecodeReady(payload)
+	ready, err := protocol.DecodeReady(frame)
 	if err != nil {
-		_ = st.conn.Close()
+		st.close()
 		return nil, "", protocol.Ready{}, err
 	}
 	return st, created.ID, ready, nil
 }
 
-// exchangeExec serves one request with a fresh REPL started by docker exec: the slow,
-// simple mode, with no warm interpreter and no pre-imports.
-func (s *Sandbox) exchangeExec(ctx context.Context, payload []byte) ([]byte, error) {
-	s.execExit = -1
-	st, execID, _, err := s.startExec(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, err
-	}
-	defer st.conn.Close()
-	if err := st.send(ctx, payload); err != nil {
-		return nil, err
-	}
-	resp, err := st.receive(ctx)
-	if err == nil || ctx.Err() != nil {
-		return resp, err
-	}
-	// The REPL ended without answering: ask the daemon how.
+// inspectExec records the exit code of the exec'd REPL, which ended without answering.
+func (s *Sandbox) inspectExec(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for ictx.Err() == nil {
-		res, ierr := s.cli.api.ExecInspect(ictx, execID, client.ExecInspectOptions{})
-		if ierr != nil {
-			break
+		res, err := s.cli.api.ExecInspect(ictx, s.execID, client.ExecInspectOptions{})
+		if err != nil {
+			return
 		}
 		if !res.Running {
 			s.execExit = res.ExitCode
-			break
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return nil, err
 }
 
 // probeExec checks at warm-up that the REPL command runs in the sandbox and records the
@@ -81,7 +63,7 @@ func (s *Sandbox) probeExec(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_ = st.conn.Close()
+	st.close()
 	s.ready = ready
 	return nil
 }

@@ -2,12 +2,15 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -25,6 +28,10 @@ type Sandbox struct {
 	exec    []string // the REPL command in exec mode; nil in REPL mode
 
 	main *stream // the container's own attach stream
+	// exec mode: the stream of the REPL exec'd for the sandbox's one request, and its
+	// exec id; started by the first Send.
+	execStream *stream
+	execID     string
 
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
@@ -35,8 +42,9 @@ type Sandbox struct {
 	removeErr  error
 }
 
-// ID returns the container's id.
-func (s *Sandbox) ID() string { return s.id }
+// ID returns the container's short id, as Docker shows it: how the pool, the logs and
+// the health routes name the sandbox.
+func (s *Sandbox) ID() string { return ShortID(s.id) }
 
 // Created returns when the container was created.
 func (s *Sandbox) Created() time.Time { return s.created }
@@ -51,22 +59,46 @@ func (s *Sandbox) Done() <-chan struct{} { return s.main.done }
 // Stderr returns the tail of the container's own stderr (not user output).
 func (s *Sandbox) Stderr() string { return s.main.stderr.String() }
 
-// Exchange writes one request frame and returns the payload of the response frame.
-// The context's deadline is the hard deadline of the run: when it passes, or the
-// context is cancelled, Exchange returns the context's error and the caller is
-// expected to remove the sandbox. ErrExited means the REPL ended without an answer.
-func (s *Sandbox) Exchange(ctx context.Context, payload []byte) ([]byte, error) {
-	if s.exec != nil {
-		return s.exchangeExec(ctx, payload)
+// Send writes one frame to the REPL: a request, then maybe an interrupt while it runs.
+// In exec mode the first Send starts the REPL that serves it. When ctx ends first,
+// Send returns its error and the caller is expected to remove the sandbox;
+// kiln.ErrSandboxExited means the REPL is gone.
+func (s *Sandbox) Send(ctx context.Context, frame net.Buffers) error {
+	if s.exec == nil {
+		return s.main.send(ctx, frame)
 	}
-	if err := s.main.send(ctx, payload); err != nil {
-		return nil, err
+	if s.execStream == nil {
+		st, id, _, err := s.startExec(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		s.execStream, s.execID = st, id
 	}
-	return s.main.receive(ctx)
+	return s.execStream.send(ctx, frame)
+}
+
+// Receive returns the next frame the REPL sent: an event of the running request, or
+// its result. kiln.ErrSandboxExited means the REPL ended first (Exit says how); when
+// ctx ends first, Receive returns its error.
+func (s *Sandbox) Receive(ctx context.Context) (protocol.Frame, error) {
+	if s.exec == nil {
+		return s.main.receive(ctx)
+	}
+	if s.execStream == nil {
+		return protocol.Frame{}, kiln.ErrSandboxExited
+	}
+	f, err := s.execStream.receive(ctx)
+	if errors.Is(err, kiln.ErrSandboxExited) {
+		s.inspectExec(ctx)
+	}
+	return f, err
 }
 
 // Exit reports how the REPL ended: its exit code and whether the kernel's
-// out-of-memory killer struck. Call it after ErrExited; it waits for the daemon to
+// out-of-memory killer struck. Call it after kiln.ErrSandboxExited; it waits for the daemon to
 // see the exit, within ctx.
 func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error) {
 	if s.exec != nil {
@@ -102,7 +134,10 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.removeOnce.Do(func() {
 		if s.main != nil {
-			_ = s.main.conn.Close()
+			s.main.close()
+		}
+		if s.execStream != nil {
+			s.execStream.close()
 		}
 		if s.stopWait != nil {
 			s.stopWait()

@@ -40,12 +40,12 @@ type Spec struct {
 	NoFile    int64
 }
 
-// DefaultEnv is the environment of a sandbox unless the Spec sets one.
+// DefaultEnv is the environment of a sandbox unless the Spec sets one. What the image
+// sets and this does not (its matplotlib backend, say) stays as the image has it.
 var DefaultEnv = []string{
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	"HOME=/tmp",
 	"LANG=C.UTF-8",
-	"MPLBACKEND=Agg",
 	"PYTHONDONTWRITEBYTECODE=1",
 }
 

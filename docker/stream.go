@@ -2,7 +2,6 @@ package docker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +14,6 @@ import (
 	"github.com/kilnsh/kiln/protocol"
 )
 
-// ErrExited is returned when a stream ends before the REPL answered: its process is
-// gone. Sandbox.Exit says how it ended.
-var ErrExited = errors.New("sandbox exited")
-
 // maxStreamFrame bounds one frame of Docker's multiplexed stream. The daemon copies
 // container output in pieces of 32 KiB; anything far larger is not Docker talking.
 const maxStreamFrame = 1 << 20
@@ -28,37 +23,44 @@ const maxStreamFrame = 1 << 20
 const stderrTail = 4096
 
 type frame struct {
-	payload []byte
-	err     error
+	protocol.Frame
+	err error
 }
 
 // stream is one hijacked attach connection to a REPL: the container's own, or a
-// docker exec's. A goroutine drains it until it ends, whatever is read, because the
-// daemon writes to attached clients synchronously and a reader that stops would stall
-// the container.
+// docker exec's. A goroutine reads it until it ends. Protocol frames wait in a short
+// queue for the executor, which reads them as they come (a run's events, then its
+// result); when the queue is full the reader waits, and so, through the daemon, does
+// the REPL's output: back pressure bounded by the run's deadline. Closing the stream
+// releases a waiting reader.
 type stream struct {
-	conn   net.Conn
-	frames chan frame    // protocol frames read from the REPL's stdout
-	done   chan struct{} // closed when the stream has ended
-	stderr tailBuffer
-	err    error // why the stream ended, nil for a clean end; set before done closes
+	conn      net.Conn
+	frames    chan frame    // protocol frames read from the REPL's stdout
+	done      chan struct{} // closed when the stream has ended
+	quit      chan struct{} // closed by close: nobody will read frames any more
+	closeOnce sync.Once
+	stderr    tailBuffer
+	err       error // why the stream ended, nil for a clean end; set before done closes
 }
 
-func newStream(conn net.Conn, r *bufio.Reader, maxFrame int, log *slog.Logger, id string) *stream {
-	st := &stream{conn: conn, frames: make(chan frame, 2), done: make(chan struct{})}
-	go st.read(r, maxFrame, log, id)
+// frameQueue is how many frames wait for the executor before the reader waits too.
+const frameQueue = 16
+
+func newStream(conn net.Conn, r *bufio.Reader, lim FrameLimits, log *slog.Logger, id string) *stream {
+	st := &stream{conn: conn, frames: make(chan frame, frameQueue), done: make(chan struct{}), quit: make(chan struct{})}
+	go st.read(r, lim, log, id)
 	return st
 }
 
-func (st *stream) read(r *bufio.Reader, maxFrame int, log *slog.Logger, id string) {
+func (st *stream) read(r *bufio.Reader, lim FrameLimits, log *slog.Logger, id string) {
 	defer close(st.done)
-	parser := protocol.NewParser(maxFrame)
+	parser := protocol.NewParser(lim.Header, lim.Binary)
 	stdout := writerFunc(func(p []byte) (int, error) {
-		parser.Feed(p, func(payload []byte, err error) {
+		// The parser hands each frame over whole: nothing of it is copied again.
+		parser.Feed(p, func(f protocol.Frame, err error) {
 			select {
-			case st.frames <- frame{payload: bytes.Clone(payload), err: err}:
-			default:
-				log.Warn("sandbox sent an unexpected frame; dropped", "container", kiln.ShortID(id))
+			case st.frames <- frame{Frame: f, err: err}:
+			case <-st.quit:
 			}
 		})
 		return len(p), nil
@@ -68,16 +70,23 @@ func (st *stream) read(r *bufio.Reader, maxFrame int, log *slog.Logger, id strin
 		st.err = nil // we closed the connection: the normal end
 	}
 	if st.err != nil {
-		log.Warn("sandbox stream broken", "container", kiln.ShortID(id), "err", st.err)
+		log.Warn("sandbox stream broken", "container", ShortID(id), "err", st.err)
 		_ = st.conn.Close()
 	}
 }
 
-// send writes one request frame, giving up at ctx's deadline or cancellation.
-func (st *stream) send(ctx context.Context, payload []byte) error {
-	// The delimiters and the payload go out as they are, without a framed copy: a
-	// request can carry a state and files of many megabytes.
-	msg := net.Buffers{[]byte(protocol.RequestStart + "\n"), payload, []byte("\n" + protocol.RequestEnd + "\n")}
+// close ends the stream: the connection, and any wait of its reader.
+func (st *stream) close() {
+	st.closeOnce.Do(func() {
+		close(st.quit)
+		_ = st.conn.Close()
+	})
+}
+
+// send writes one request frame, giving up at ctx's deadline or cancellation. The
+// buffers go out in one vectored write, the payloads as they are: a request can carry
+// a state and files of many megabytes.
+func (st *stream) send(ctx context.Context, msg net.Buffers) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = st.conn.SetWriteDeadline(dl)
 	}
@@ -93,30 +102,30 @@ func (st *stream) send(ctx context.Context, payload []byte) error {
 	}
 	select {
 	case <-st.done:
-		return ErrExited
+		return kiln.ErrSandboxExited
 	default:
 		return fmt.Errorf("write request: %w", err)
 	}
 }
 
-// receive returns the next frame's payload, ErrExited when the stream ends first, or
-// ctx's error.
-func (st *stream) receive(ctx context.Context) ([]byte, error) {
+// receive returns the next frame, kiln.ErrSandboxExited when the stream ends first,
+// or ctx's error.
+func (st *stream) receive(ctx context.Context) (protocol.Frame, error) {
 	select {
 	case f := <-st.frames:
-		return f.payload, f.err
+		return f.Frame, f.err
 	case <-st.done:
 		select {
 		case f := <-st.frames:
-			return f.payload, f.err
+			return f.Frame, f.err
 		default:
 		}
 		if st.err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrExited, st.err)
+			return protocol.Frame{}, fmt.Errorf("%w: %v", kiln.ErrSandboxExited, st.err)
 		}
-		return nil, ErrExited
+		return protocol.Frame{}, kiln.ErrSandboxExited
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return protocol.Frame{}, ctx.Err()
 	}
 }
 

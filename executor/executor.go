@@ -2,16 +2,14 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/docker"
-	"github.com/kilnsh/kiln/pool"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -22,6 +20,7 @@ const (
 	StatusTimeout     = "timeout"
 	StatusOOM         = "oom"
 	StatusSandboxDied = "sandbox_died"
+	StatusCancelled   = "cancelled"
 )
 
 // Languages an execution can ask for.
@@ -34,9 +33,10 @@ const (
 type Sandbox interface {
 	ID() string
 	Ready() protocol.Ready
-	// Exchange sends one request payload and returns the response payload; ctx's
-	// deadline is the hard deadline.
-	Exchange(ctx context.Context, payload []byte) ([]byte, error)
+	// Send writes one frame: the request, then maybe an interrupt.
+	Send(ctx context.Context, frame net.Buffers) error
+	// Receive returns the next frame the REPL sent: an event, or the result.
+	Receive(ctx context.Context) (protocol.Frame, error)
 	// Exit reports how a sandbox whose stream ended exited.
 	Exit(ctx context.Context) (code int, oomKilled bool, err error)
 }
@@ -61,6 +61,11 @@ type Limits struct {
 	// Grace is added to the timeout for the hard deadline, after which the sandbox is
 	// killed: the REPL's own soft deadline should have answered by then.
 	Grace time.Duration
+	// InterruptGrace is how long a cancelled run's code has to stop once interrupted,
+	// before the sandbox is killed.
+	InterruptGrace time.Duration
+	// Figures asks Python runs to save matplotlib figures as files.
+	Figures bool
 	// RetryAfter is what a caller is told to wait when no sandbox is free, in seconds.
 	RetryAfter int
 	// CaptureOnError keeps the state a failed run left behind. By default a failed run
@@ -78,6 +83,16 @@ type Request struct {
 	Timeout      time.Duration // zero means the default; clamped to the limits
 	Files        []protocol.File
 
+	// ExecutionID names the run for Cancel; a fresh id when empty. Owner is who may
+	// cancel it.
+	ExecutionID string
+	Owner       string
+	// OnStart, when set, is called once the run has its sandbox, before the code runs.
+	OnStart func()
+	// OnEvent, when set, asks the REPL for events and gets them, in order, while the
+	// code runs. It must not block for long: the run's output waits for it.
+	OnEvent func(protocol.Event)
+
 	// validated is set by Validate, so that Run does not check the same request twice
 	// (decompressing a large state costs milliseconds). What a caller adds afterwards
 	// must already be trusted: the session layer adds state and files from its store,
@@ -87,27 +102,51 @@ type Request struct {
 
 // Result is what the user's code did.
 type Result struct {
-	Status     string
-	ExitCode   int
-	Stdout     string
-	Stderr     string
-	Error      *string
-	Result     *string
-	State      []byte
-	StateError *string
-	Files      []protocol.File
-	FilesError *string
-	Truncated  bool
-	Sandbox    string // id of the container that ran it
-	QueueWait  time.Duration
-	ExecTime   time.Duration
+	Status      string
+	ExitCode    int
+	Stdout      string
+	Stderr      string
+	Error       *string
+	Result      *string
+	State       []byte
+	StateError  *string
+	Files       []protocol.File
+	FilesError  *string
+	Truncated   bool
+	Sandbox     string // id of the container that ran it
+	ExecutionID string
+	QueueWait   time.Duration
+	ExecTime    time.Duration
+	// WireIn and WireOut count the bytes of the frames sent to the sandbox and
+	// received from it.
+	WireIn, WireOut int64
+
+	release func() // hands the sandbox back; nil once called
 }
+
+// Release hands the sandbox that ran the execution back to the pool, which removes it
+// and starts its replacement. Both cost the Docker daemon a burst of CPU, so the code
+// that answers the caller calls Release once the answer is out, not before. Until then
+// the sandbox counts as in use. Release is safe to call more than once, and on a
+// Result that holds no sandbox.
+func (r *Result) Release() {
+	if r != nil && r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// SetRelease sets what Release does. The executor sets it on every Result it returns;
+// a Runner that wraps or stands in for the executor may set its own.
+func (r *Result) SetRelease(release func()) { r.release = release }
 
 // Executor runs executions on sandboxes from a pool.
 type Executor struct {
 	pool   Pool
 	limits Limits
 	log    *slog.Logger
+	runs   runs
+	reg    registry
 }
 
 // New returns an Executor.
@@ -115,70 +154,108 @@ func New(p Pool, limits Limits, log *slog.Logger) *Executor {
 	return &Executor{pool: p, limits: limits, log: log}
 }
 
+// errShuttingDown is the one answer to an execution asked for while kiln drains.
+func (e *Executor) errShuttingDown() error {
+	return &kiln.Error{Code: kiln.CodeUnavailable, Message: "kiln is shutting down", RetryAfter: e.limits.RetryAfter}
+}
+
 // Limits returns the limits the executor enforces.
 func (e *Executor) Limits() Limits { return e.limits }
 
 // Run executes req on a fresh sandbox. Errors are *kiln.Error for the caller's
-// mistakes and for an exhausted pool, the context's error when the caller went away,
-// and anything else when kiln failed.
+// mistakes, for an exhausted pool and while draining, the context's error when the
+// caller went away, and anything else when kiln failed. A Result holds its sandbox
+// until the caller calls Result.Release; with an error, the sandbox is already
+// released.
 func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
+	if !e.runs.enter() {
+		return nil, e.errShuttingDown()
+	}
+	defer e.runs.leave()
 	if !req.validated {
 		if err := e.Validate(&req); err != nil {
 			return nil, err
 		}
 	}
+	if req.ExecutionID == "" {
+		req.ExecutionID = kiln.NewID()
+	}
+	// The run is cancellable from the start, the wait for a sandbox included.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := e.reg.add(req.ExecutionID, req.Owner, cancel); err != nil {
+		return nil, err
+	}
+	defer e.reg.done(req.ExecutionID)
 	start := time.Now()
 	sb, err := e.pool.Checkout(ctx)
 	if err != nil {
+		if context.Cause(ctx) == errCancelRequested {
+			return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
+		}
 		return nil, e.checkoutError(err)
 	}
-	// The sandbox's removal and the refill it starts wait until the answer is out.
-	defer kiln.After(ctx, func() { e.pool.Release(sb) })
 	// Until a valid response replaces it, the state is the one the run was given.
-	res := &Result{Sandbox: sb.ID(), QueueWait: time.Since(start), State: req.State}
-
-	if !sb.Ready().Capabilities.Supports(req.Lang) {
-		return nil, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox does not run %s", req.Lang)
+	res := &Result{Sandbox: sb.ID(), ExecutionID: req.ExecutionID, QueueWait: time.Since(start), State: req.State}
+	res.release = func() { e.pool.Release(sb) }
+	res, err = e.run(ctx, sb, req, res)
+	if err != nil {
+		res.Release()
+		return nil, err
 	}
-	id := kiln.NewID()
+	return res, nil
+}
+
+// run does the exchange on a checked-out sandbox.
+func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result) (*Result, error) {
+	if !sb.Ready().Capabilities.Supports(req.Lang) {
+		return res, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox does not run %s", req.Lang)
+	}
+	id := req.ExecutionID
 	lim := protocol.Limits{
 		MaxOutputBytes: e.limits.MaxOutputBytes,
 		MaxFileBytes:   e.limits.MaxFileBytes,
 		MaxFiles:       e.limits.MaxFiles,
 		MaxStateBytes:  e.limits.MaxStateBytes,
 	}
-	payload, err := json.Marshal(protocol.Request{
+	frame, err := protocol.EncodeRequest(&protocol.Request{
 		ID: id, Op: protocol.OpExec, Lang: req.Lang, Code: req.Code, Args: req.Args,
 		State: req.State, CaptureState: req.CaptureState,
 		TimeoutMS: req.Timeout.Milliseconds(), Files: req.Files, Limits: lim,
+		Events: req.OnEvent != nil, Figures: e.limits.Figures && req.Lang == LangPython,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+		return res, err
+	}
+	for _, b := range frame {
+		res.WireIn += int64(len(b))
+	}
+	if req.OnStart != nil {
+		req.OnStart()
 	}
 
 	execStart := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, req.Timeout+e.limits.Grace)
-	raw, err := sb.Exchange(hctx, payload)
-	// The write deadline can fire a moment before the context's timer: either way the
-	// hard deadline passed.
-	deadlinePassed := hctx.Err() != nil
-	cancel()
+	// The hard deadline does not depend on the run's cancellation, which ctx carries:
+	// a cancelled run is interrupted first, and killed only after the interrupt grace.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.Timeout+e.limits.Grace)
+	defer cancel()
+	x := &exchange{e: e, sb: sb, req: &req, res: res, lim: lim}
+	resp, err := x.run(ctx, hctx, frame)
 	res.ExecTime = time.Since(execStart)
-	if err == nil {
-		resp, err := protocol.DecodeResponse(raw, id, lim)
-		if err != nil {
-			return e.broken(sb, res, err), nil
-		}
+	switch {
+	case err == nil:
 		e.accept(res, resp, req.State)
 		return res, nil
-	}
-	switch {
-	case ctx.Err() != nil:
-		return nil, ctx.Err() // the caller left; the deferred release removes the sandbox
-	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
-		e.log.Info("hard deadline: sandbox killed", "container", kiln.ShortID(sb.ID()), "timeout_ms", req.Timeout.Milliseconds())
+	case x.killedAfterInterrupt:
+		e.log.Info("cancelled run did not stop: sandbox killed", "container", sb.ID(), "grace_ms", e.limits.InterruptGrace.Milliseconds())
+		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
+		return fail(res, StatusCancelled, 130, "Interrupted (the code did not stop; its sandbox was killed)"), nil
+	case context.Cause(ctx) != errCancelRequested && ctx.Err() != nil:
+		return res, ctx.Err() // the caller left; Run releases the sandbox
+	case hctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		e.log.Info("hard deadline: sandbox killed", "container", sb.ID(), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
-	case errors.Is(err, docker.ErrExited):
+	case errors.Is(err, kiln.ErrSandboxExited):
 		return e.exited(sb, res), nil
 	default:
 		return e.broken(sb, res, err), nil
@@ -187,11 +264,12 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 
 // accept takes a valid response into res. A failed run hands back the state it was
 // given (unless CaptureOnError), and so does a captured state that would be refused
-// on the way back in: the REPL bounds its compressed size only.
+// on the way back in: the REPL bounds its compressed size only. A state the REPL did
+// not send back because it did not change is the one given, still trusted.
 func (e *Executor) accept(res *Result, resp *protocol.Response, given []byte) {
 	fill(res, resp)
 	switch {
-	case res.Status != StatusOK && !e.limits.CaptureOnError:
+	case resp.StateUnchanged, res.Status != StatusOK && !e.limits.CaptureOnError:
 		res.State = given
 	case res.State != nil:
 		if err := CheckState(res.State, e.limits.MaxStateBytes, e.limits.MaxStateRaw); err != nil {
@@ -206,7 +284,7 @@ func (e *Executor) accept(res *Result, resp *protocol.Response, given []byte) {
 
 // broken reports a sandbox that broke the protocol; kiln treats it as dead.
 func (e *Executor) broken(sb Sandbox, res *Result, err error) *Result {
-	e.log.Warn("sandbox broke the protocol", "container", kiln.ShortID(sb.ID()), "err", err)
+	e.log.Warn("sandbox broke the protocol", "container", sb.ID(), "err", err)
 	return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response")
 }
 
@@ -216,7 +294,7 @@ func (e *Executor) exited(sb Sandbox, res *Result) *Result {
 	defer cancel()
 	code, oom, err := sb.Exit(ctx)
 	if err != nil {
-		e.log.Warn("sandbox exit status unknown", "container", kiln.ShortID(sb.ID()), "err", err)
+		e.log.Warn("sandbox exit status unknown", "container", sb.ID(), "err", err)
 	}
 	if oom {
 		return fail(res, StatusOOM, 137, "Out of memory")
@@ -284,12 +362,12 @@ func (e *Executor) Validate(req *Request) (err error) {
 
 func (e *Executor) checkoutError(err error) error {
 	switch {
-	case errors.Is(err, pool.ErrQueueFull):
+	case errors.Is(err, kiln.ErrQueueFull):
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "all sandboxes are busy and the queue is full; retry later", RetryAfter: e.limits.RetryAfter}
-	case errors.Is(err, pool.ErrTimeout):
+	case errors.Is(err, kiln.ErrQueueTimeout):
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "no sandbox became free within the queue timeout; retry later", RetryAfter: e.limits.RetryAfter}
-	case errors.Is(err, pool.ErrClosed):
-		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "kiln is shutting down", RetryAfter: e.limits.RetryAfter}
+	case errors.Is(err, kiln.ErrShuttingDown):
+		return e.errShuttingDown()
 	}
 	return err
 }

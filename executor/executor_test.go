@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/docker"
-	"github.com/kilnsh/kiln/pool"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -183,6 +181,11 @@ func TestRun(t *testing.T) {
 			wantStatus: StatusOK, wantState: "new-state", wantStdout: "out\n",
 		},
 		{
+			name:       "a state the REPL did not send back is the input state",
+			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.State, r.StateUnchanged = nil, true })},
+			wantStatus: StatusOK, wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
 			name: "error keeps the input state",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ZeroDivisionError: division by zero")
@@ -221,7 +224,9 @@ func TestRun(t *testing.T) {
 		{
 			name: "exited, OOM-killed",
 			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) ([]byte, error) { return nil, docker.ErrExited },
+				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
+					return protocol.Frame{}, kiln.ErrSandboxExited
+				},
 				exitCode: 137, oom: true,
 			},
 			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace",
@@ -229,8 +234,8 @@ func TestRun(t *testing.T) {
 		{
 			name: "exited with code 3",
 			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) ([]byte, error) {
-					return nil, fmt.Errorf("%w: stream closed", docker.ErrExited)
+				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
+					return protocol.Frame{}, fmt.Errorf("%w: stream closed", kiln.ErrSandboxExited)
 				},
 				exitCode: 3,
 			},
@@ -239,14 +244,18 @@ func TestRun(t *testing.T) {
 		{
 			name: "exited, exit status unknown",
 			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) ([]byte, error) { return nil, docker.ErrExited },
+				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
+					return protocol.Frame{}, kiln.ErrSandboxExited
+				},
 				exitCode: -1, exitErr: errors.New("inspect failed"),
 			},
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox exited (exit code unknown)", wantState: "old namespace",
 		},
 		{
-			name:       "malformed response",
-			sandbox:    &fakeSandbox{exchange: func(context.Context, protocol.Request) ([]byte, error) { return []byte(`{"nope`), nil }},
+			name: "malformed response",
+			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
+				return protocol.Frame{Header: []byte(`{"nope`)}, nil
+			}},
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
@@ -261,8 +270,8 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "oversized frame",
-			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) ([]byte, error) {
-				return nil, protocol.ErrFrameTooLarge
+			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
+				return protocol.Frame{}, protocol.ErrFrameTooLarge
 			}},
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
@@ -279,7 +288,7 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v, want a result", err)
 			}
-			p.checkReleasedOnce(t)
+			p.checkHeldUntilRelease(t, res)
 			if res.Status != tt.wantStatus || res.ExitCode != tt.wantExit {
 				t.Errorf("got status %s exit %d, want %s %d", res.Status, res.ExitCode, tt.wantStatus, tt.wantExit)
 			}
@@ -358,11 +367,11 @@ func TestRunRequest(t *testing.T) {
 // after the timeout plus the grace period, and reported as a timeout.
 func TestRunHardDeadline(t *testing.T) {
 	var deadline, called time.Time
-	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) ([]byte, error) {
+	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) (protocol.Frame, error) {
 		called = time.Now()
 		deadline, _ = ctx.Deadline()
 		<-ctx.Done()
-		return nil, ctx.Err()
+		return protocol.Frame{}, ctx.Err()
 	}}
 	p := &fakePool{sb: sb}
 	lim := testLimits()
@@ -389,7 +398,7 @@ func TestRunHardDeadline(t *testing.T) {
 	if !bytes.Equal(res.State, state) {
 		t.Errorf("got state %q, want the input state", res.State)
 	}
-	p.checkReleasedOnce(t)
+	p.checkHeldUntilRelease(t, res)
 }
 
 // TestRunCallerCancel checks that a caller who goes away gets the context's error,
@@ -397,9 +406,9 @@ func TestRunHardDeadline(t *testing.T) {
 func TestRunCallerCancel(t *testing.T) {
 	for _, name := range []string{"cancel", "deadline"} {
 		t.Run(name, func(t *testing.T) {
-			sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) ([]byte, error) {
+			sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) (protocol.Frame, error) {
 				<-ctx.Done()
-				return nil, ctx.Err()
+				return protocol.Frame{}, ctx.Err()
 			}}
 			p := &fakePool{sb: sb}
 			e := newTestExecutor(p, testLimits())
@@ -433,10 +442,10 @@ func TestRunPoolErrors(t *testing.T) {
 		err         error
 		unavailable bool
 	}{
-		{"queue full", pool.ErrQueueFull, true},
-		{"queue timeout", pool.ErrTimeout, true},
-		{"closed", pool.ErrClosed, true},
-		{"wrapped timeout", fmt.Errorf("checkout: %w", pool.ErrTimeout), true},
+		{"queue full", kiln.ErrQueueFull, true},
+		{"queue timeout", kiln.ErrQueueTimeout, true},
+		{"closed", kiln.ErrShuttingDown, true},
+		{"wrapped timeout", fmt.Errorf("checkout: %w", kiln.ErrQueueTimeout), true},
 		{"caller gone", context.Canceled, false},
 	}
 	for _, tt := range tests {
@@ -467,7 +476,7 @@ func TestRunPoolErrors(t *testing.T) {
 // that the sandbox is released anyway.
 func TestRunLanguageNotInSandbox(t *testing.T) {
 	sb := &fakeSandbox{
-		ready:    protocol.Ready{Type: "ready", Protocol: 1, Capabilities: protocol.Capabilities{Languages: []string{"python"}}},
+		ready:    protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python"}}},
 		exchange: reply(nil),
 	}
 	p := &fakePool{sb: sb}

@@ -3,8 +3,10 @@ package executor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,30 +16,94 @@ import (
 	"github.com/kilnsh/kiln/protocol"
 )
 
-// fakeSandbox answers Exchange with a function of the request; it records what it got.
+// fakeSandbox answers a request with its events, then with a function of the request,
+// called at each Receive until it gives a frame; it records what it got.
 type fakeSandbox struct {
 	ready    protocol.Ready
-	exchange func(ctx context.Context, req protocol.Request) ([]byte, error)
+	events   []protocol.Event
+	exchange func(ctx context.Context, req protocol.Request) (protocol.Frame, error)
 	exitCode int
 	oom      bool
 	exitErr  error
 
-	mu  sync.Mutex
-	got []protocol.Request
+	mu          sync.Mutex
+	got         []protocol.Request
+	interrupted chan struct{} // closed by the first interrupt
 }
 
 func (s *fakeSandbox) ID() string            { return "0123456789abcdef0123" }
 func (s *fakeSandbox) Ready() protocol.Ready { return s.ready }
 
-func (s *fakeSandbox) Exchange(ctx context.Context, payload []byte) ([]byte, error) {
-	var req protocol.Request
-	if err := json.Unmarshal(payload, &req); err != nil {
-		return nil, err
+func (s *fakeSandbox) Send(ctx context.Context, frame net.Buffers) error {
+	f, err := parseFrame(protocol.NewRequestParser(1<<20, 1<<30), frame)
+	if err != nil {
+		return err
+	}
+	req, err := protocol.DecodeRequest(f)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
-	s.got = append(s.got, req)
+	defer s.mu.Unlock()
+	if s.interrupted == nil {
+		s.interrupted = make(chan struct{})
+	}
+	if req.Op == protocol.OpInterrupt {
+		select {
+		case <-s.interrupted:
+		default:
+			close(s.interrupted)
+		}
+		return nil
+	}
+	s.got = append(s.got, *req)
+	return nil
+}
+
+func (s *fakeSandbox) Receive(ctx context.Context) (protocol.Frame, error) {
+	s.mu.Lock()
+	req := s.got[len(s.got)-1]
+	if len(s.events) > 0 {
+		ev := s.events[0]
+		s.events = s.events[1:]
+		s.mu.Unlock()
+		bufs, err := protocol.EncodeEvent(req.ID, &ev)
+		if err != nil {
+			return protocol.Frame{}, err
+		}
+		return parseFrame(protocol.NewParser(1<<20, 1<<30), bufs)
+	}
 	s.mu.Unlock()
 	return s.exchange(ctx, req)
+}
+
+// interrupts returns a channel closed once the sandbox got an interrupt.
+func (s *fakeSandbox) interrupts() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.interrupted == nil {
+		s.interrupted = make(chan struct{})
+	}
+	return s.interrupted
+}
+
+// parseFrame reads the one frame in bufs, as the other side of the wire would.
+func parseFrame(p *protocol.Parser, bufs net.Buffers) (protocol.Frame, error) {
+	var got []protocol.Frame
+	var err error
+	for _, b := range bufs {
+		p.Feed(b, func(f protocol.Frame, ferr error) {
+			got = append(got, f)
+			err = errors.Join(err, ferr)
+		})
+	}
+	if err == nil && len(got) != 1 {
+		err = fmt.Errorf("got %d frames, want 1", len(got))
+	}
+	if err != nil {
+		return protocol.Frame{}, err
+	}
+	return got[0], nil
 }
 
 func (s *fakeSandbox) Exit(ctx context.Context) (int, bool, error) {
@@ -95,19 +161,38 @@ func (p *fakePool) checkReleasedOnce(t *testing.T) {
 	}
 }
 
+// checkHeldUntilRelease checks that a result's sandbox stays checked out until the
+// result is released, and goes back once however often Release is called.
+func (p *fakePool) checkHeldUntilRelease(t *testing.T, res *Result) {
+	t.Helper()
+	p.mu.Lock()
+	n := len(p.released)
+	p.mu.Unlock()
+	if n != 0 {
+		t.Errorf("got %d releases before Result.Release, want 0", n)
+	}
+	res.Release()
+	res.Release()
+	p.checkReleasedOnce(t)
+}
+
 func pythonReady() protocol.Ready {
-	return protocol.Ready{Type: "ready", Protocol: 1, Capabilities: protocol.Capabilities{Languages: []string{"python", "bash"}, State: true}}
+	return protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python", "bash"}, State: true}}
 }
 
 // reply returns an exchange function answering every request with a response built
 // from a valid one and changed by edit.
-func reply(edit func(r *protocol.Response)) func(context.Context, protocol.Request) ([]byte, error) {
-	return func(_ context.Context, req protocol.Request) ([]byte, error) {
-		r := protocol.Response{ID: req.ID, Type: "result", Status: protocol.StatusOK, Stdout: "out\n", State: newStateBlob}
+func reply(edit func(r *protocol.Response)) func(context.Context, protocol.Request) (protocol.Frame, error) {
+	return func(_ context.Context, req protocol.Request) (protocol.Frame, error) {
+		r := protocol.Response{ID: req.ID, Status: protocol.StatusOK, Stdout: "out\n", State: newStateBlob}
 		if edit != nil {
 			edit(&r)
 		}
-		return json.Marshal(r)
+		bufs, err := protocol.EncodeResponse(&r)
+		if err != nil {
+			return protocol.Frame{}, err
+		}
+		return parseFrame(protocol.NewParser(1<<20, 1<<30), bufs)
 	}
 }
 

@@ -4,39 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/session"
 )
 
 // Statuses of kiln_executions_total beyond the executor's own (ok, error, timeout,
-// oom, sandbox_died): executions that never ran, and why.
+// oom, sandbox_died, cancelled): executions that never ran, and why. A client that
+// went away counts as cancelled too: its run was stopped.
 const (
 	StatusUnavailable = "unavailable" // no sandbox free in time, or shutting down
 	StatusRejected    = "rejected"    // the request was refused (invalid, too large, language)
-	StatusCanceled    = "canceled"    // the client went away
 	StatusInternal    = "internal"    // kiln itself failed
 )
 
-var executionStatuses = []string{
+// runStatuses are the statuses of executions that ran.
+var runStatuses = []string{
 	executor.StatusOK, executor.StatusError, executor.StatusTimeout, executor.StatusOOM,
-	executor.StatusSandboxDied, StatusUnavailable, StatusRejected, StatusCanceled, StatusInternal,
+	executor.StatusSandboxDied, executor.StatusCancelled,
 }
 
-// Runner runs executions; api.Runner and *executor.Executor have this shape.
-type Runner interface {
-	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
-}
+var executionStatuses = append(slices.Clone(runStatuses), StatusUnavailable, StatusRejected, StatusInternal)
 
 // Observe returns next wrapped so that every execution is counted, timed and, when it
 // did not end ok, remembered in the recent-failures ring.
-func (m *Metrics) Observe(next Runner) Runner { return observed{m: m, next: next} }
+func (m *Metrics) Observe(next session.Runner) session.Runner { return observed{m: m, next: next} }
 
 type observed struct {
 	m    *Metrics
-	next Runner
+	next session.Runner
 }
 
 func (o observed) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
@@ -54,14 +55,16 @@ func (m *Metrics) executed(at time.Time, total time.Duration, res *executor.Resu
 	if res != nil {
 		m.duration.WithLabelValues("execution").Observe(res.ExecTime.Seconds())
 		m.outBytes.Observe(float64(len(res.Stdout) + len(res.Stderr)))
+		m.wireBytes.WithLabelValues("in").Add(float64(res.WireIn))
+		m.wireBytes.WithLabelValues("out").Add(float64(res.WireOut))
 		if len(res.State) > 0 {
 			m.stateBytes.Observe(float64(len(res.State)))
 		}
 	}
 	if status != executor.StatusOK {
-		f := Failure{Time: kiln.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
+		f := Failure{Time: api.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
 		if res != nil {
-			f.Sandbox = kiln.ShortID(res.Sandbox)
+			f.Sandbox = res.Sandbox
 		}
 		m.recent.add(f)
 	}
@@ -75,7 +78,7 @@ func classify(res *executor.Result, err error) (status, summary string) {
 		var ke *kiln.Error
 		switch {
 		case errors.Is(err, context.Canceled):
-			return StatusCanceled, "the client went away"
+			return executor.StatusCancelled, "the client went away"
 		case errors.As(err, &ke) && ke.Code == kiln.CodeUnavailable:
 			return StatusUnavailable, ke.Message // kiln's own fixed wording
 		case errors.As(err, &ke):
@@ -84,11 +87,7 @@ func classify(res *executor.Result, err error) (status, summary string) {
 		return StatusInternal, "internal error (see the log)"
 	}
 	status = res.Status
-	known := false
-	for _, s := range executionStatuses[:5] {
-		known = known || s == status
-	}
-	if !known {
+	if !slices.Contains(runStatuses, status) {
 		status = StatusInternal
 	}
 	switch status {

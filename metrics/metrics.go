@@ -22,6 +22,7 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	stateBytes prometheus.Histogram
 	outBytes   prometheus.Histogram
+	wireBytes  *prometheus.CounterVec
 
 	checkouts    *prometheus.CounterVec
 	created      prometheus.Counter
@@ -46,7 +47,7 @@ func New() *Metrics {
 		executions: f.counterVec("kiln_executions_total",
 			"Executions by how they ended: ok, error, timeout, oom and sandbox_died are what the user's code did; "+
 				"unavailable means no sandbox was free in time, rejected a request kiln refused (invalid, too large), "+
-				"canceled a client that went away, internal a failure of kiln itself.", "status"),
+				"cancelled a run stopped by a cancel or by its client going away, internal a failure of kiln itself.", "status"),
 		duration: f.histogramVec("kiln_execution_duration_seconds",
 			"Execution latency by phase: queue is the wait for a warm sandbox (every checkout, served or not), "+
 				"execution the run inside the sandbox, total the whole call as the API saw it.", durationBuckets, "phase"),
@@ -56,6 +57,9 @@ func New() *Metrics {
 		outBytes: f.histogram("kiln_execution_output_bytes",
 			"Bytes of stdout plus stderr an execution returned (after kiln's output cap).",
 			prometheus.ExponentialBuckets(64, 4, 10)), // 64 B .. 16 MiB
+		wireBytes: f.counterVec("kiln_sandbox_wire_bytes_total",
+			"Bytes of protocol frames kiln exchanged with sandboxes: in is what kiln sent (code, state, "+
+				"input files), out what the sandboxes answered (output, state, files).", "direction"),
 		checkouts: f.counterVec("kiln_pool_checkouts_total",
 			"Requests for a warm sandbox by outcome: ok, timeout (none within the queue timeout), "+
 				"queue_full, closed (shutting down) or canceled (the caller left).", "outcome"),
@@ -86,6 +90,9 @@ func New() *Metrics {
 	}
 	for _, p := range []string{"queue", "execution", "total"} {
 		m.duration.WithLabelValues(p)
+	}
+	for _, d := range []string{"in", "out"} {
+		m.wireBytes.WithLabelValues(d)
 	}
 	for _, o := range checkoutOutcomes {
 		m.checkouts.WithLabelValues(o)

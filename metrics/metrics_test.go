@@ -20,12 +20,14 @@ func TestWarmupReason(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("no ready frame: %w", context.DeadlineExceeded), ReasonTimeout},
+		{fmt.Errorf("%w: no ready frame: %w", kiln.ErrWarmupTimeout, context.DeadlineExceeded), ReasonTimeout},
 		{context.DeadlineExceeded, ReasonTimeout},
-		{errors.New("sandbox exited during warm-up: ImportError"), ReasonExited},
-		{errors.New("ready frame: unexpected EOF"), ReasonExited},
-		{errors.New("container create: No such image: kiln-python:latest"), ReasonDocker},
-		{errors.New("container start: OCI runtime create failed"), ReasonDocker},
+		{fmt.Errorf("%w during warm-up: ImportError", kiln.ErrSandboxExited), ReasonExited},
+		{fmt.Errorf("%w: ready frame: unexpected EOF", kiln.ErrSandboxExited), ReasonExited},
+		{fmt.Errorf("%w: container create: No such image: kiln-python:latest", kiln.ErrDaemon), ReasonDocker},
+		{fmt.Errorf("pool: %w", fmt.Errorf("%w: container start: OCI runtime create failed", kiln.ErrDaemon)), ReasonDocker},
+		// The wording alone does not count: only the sentinels do.
+		{errors.New("container create: sandbox exited"), ReasonOther},
 		{errors.New("something new"), ReasonOther},
 	}
 	for _, tt := range tests {
@@ -55,7 +57,7 @@ func TestClassify(t *testing.T) {
 		{"unknown status", &executor.Result{Status: "weird"}, nil, StatusInternal, StatusInternal},
 		{"unavailable", nil, &kiln.Error{Code: kiln.CodeUnavailable, Message: "queue full"}, StatusUnavailable, "queue full"},
 		{"rejected hides the message", nil, kiln.Errorf(kiln.CodeTooLarge, "file %q too big", "secret.txt"), StatusRejected, "refused: too_large"},
-		{"canceled", nil, context.Canceled, StatusCanceled, "the client went away"},
+		{"canceled", nil, context.Canceled, executor.StatusCancelled, "the client went away"},
 		{"internal", nil, errors.New("disk on fire"), StatusInternal, "internal error (see the log)"},
 	}
 	for _, tt := range tests {
@@ -86,19 +88,19 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	m.WatchPool(fakePool{pool.Stats{Target: 4, Ready: 3, Warming: 1, Counts: pool.Counts{Died: 2}}})
 	msg := "NameError: name 'x' is not defined"
 	runs := []fakeRunner{
-		{res: &executor.Result{Status: "ok", Stdout: "hello", State: make([]byte, 100), ExecTime: 3 * time.Millisecond}},
-		{res: &executor.Result{Status: "error", Error: &msg, Sandbox: "0123456789abcdef"}},
+		{res: &executor.Result{Status: "ok", Stdout: "hello", State: make([]byte, 100), ExecTime: 3 * time.Millisecond, WireIn: 300, WireOut: 40}},
+		{res: &executor.Result{Status: "error", Error: &msg, Sandbox: "0123456789ab"}},
 		{err: &kiln.Error{Code: kiln.CodeUnavailable, Message: "no sandbox became free"}},
 	}
 	for _, r := range runs {
 		_, _ = m.Observe(r).Run(context.Background(), executor.Request{})
 	}
 	m.Warmed(time.Second)
-	m.WarmFailed(errors.New("container create: boom"))
+	m.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrDaemon))
 	m.Removed(nil)
 	m.Removed(errors.New("remove failed"))
 	m.Waited(time.Millisecond, nil)
-	m.Waited(10*time.Second, pool.ErrTimeout)
+	m.Waited(10*time.Second, kiln.ErrQueueTimeout)
 	m.Request("/exec", "POST", 200, time.Millisecond)
 	m.Request("unmatched", "BREW", 404, time.Millisecond)
 
@@ -116,6 +118,8 @@ func TestExportedNamesAndRecent(t *testing.T) {
 		`kiln_execution_duration_seconds_count{phase="queue"} 2`,
 		`kiln_execution_state_bytes_count 1`,
 		`kiln_execution_output_bytes_sum 5`,
+		`kiln_sandbox_wire_bytes_total{direction="in"} 300`,
+		`kiln_sandbox_wire_bytes_total{direction="out"} 40`,
 		`kiln_pool_checkouts_total{outcome="timeout"} 1`,
 		`kiln_pool_target 4`, `kiln_pool_ready 3`, `kiln_pool_warming 1`, `kiln_pool_in_use 0`, `kiln_pool_waiting 0`,
 		`kiln_sandboxes_died_total 2`,
@@ -147,7 +151,7 @@ func TestExportedNamesAndRecent(t *testing.T) {
 		t.Errorf("Recent = %+v, want the unavailable run first, then NameError", st.Recent)
 	}
 	if st.Recent[1].Sandbox != "0123456789ab" {
-		t.Errorf("Recent sandbox = %q, want the short id", st.Recent[1].Sandbox)
+		t.Errorf("Recent sandbox = %q, want the id the result names", st.Recent[1].Sandbox)
 	}
 }
 

@@ -3,11 +3,11 @@ package metrics
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/pool"
 )
 
@@ -50,27 +50,25 @@ func checkoutOutcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, pool.ErrTimeout):
+	case errors.Is(err, kiln.ErrQueueTimeout):
 		return "timeout"
-	case errors.Is(err, pool.ErrQueueFull):
+	case errors.Is(err, kiln.ErrQueueFull):
 		return "queue_full"
-	case errors.Is(err, pool.ErrClosed):
+	case errors.Is(err, kiln.ErrShuttingDown):
 		return "closed"
 	}
 	return "canceled"
 }
 
-// WarmupReason classifies a warm-up error into a bounded reason. The docker package
-// words its errors "container create: ...", "sandbox exited during warm-up: ...",
-// "no ready frame: ..."; that wording is what this relies on, and metrics_test pins it.
+// WarmupReason classifies a warm-up error into a bounded reason, by the kiln sentinel
+// the sandbox's maker wrapped into it.
 func WarmupReason(err error) string {
-	msg := err.Error()
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), strings.HasPrefix(msg, "no ready frame"):
+	case errors.Is(err, kiln.ErrWarmupTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ReasonTimeout
-	case strings.HasPrefix(msg, "sandbox exited"), strings.HasPrefix(msg, "ready frame"):
+	case errors.Is(err, kiln.ErrSandboxExited):
 		return ReasonExited
-	case strings.HasPrefix(msg, "container "), strings.Contains(msg, "Cannot connect to the Docker daemon"):
+	case errors.Is(err, kiln.ErrDaemon):
 		return ReasonDocker
 	}
 	return ReasonOther

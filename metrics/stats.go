@@ -3,14 +3,14 @@ package metrics
 import (
 	"math"
 
-	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/api"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // Stats is the dashboard's view of executions. Its numbers are read back from the
 // registry, so the dashboard shows exactly what /metrics exports.
 type Stats struct {
-	Time          kiln.Timestamp   `json:"time"`
+	Time          api.Timestamp    `json:"time"`
 	UptimeSeconds float64          `json:"uptime_seconds"`
 	Executions    map[string]int64 `json:"executions"` // by status, since start
 	// Buckets are the latency histogram's upper bounds in seconds (without +Inf);
@@ -25,7 +25,7 @@ type Stats struct {
 func (m *Metrics) Snapshot() Stats {
 	now := m.now()
 	st := Stats{
-		Time: kiln.Timestamp(now), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
+		Time: api.Timestamp(now), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
 		Executions: map[string]int64{}, Buckets: durationBuckets, Latency: map[string][]uint64{},
 		Recent: m.recent.list(),
 	}

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -25,13 +24,6 @@ type Sandbox interface {
 type Factory[S Sandbox] interface {
 	Start(ctx context.Context) (S, error)
 }
-
-// Errors of Checkout. All of them mean "try again later".
-var (
-	ErrQueueFull = errors.New("pool: queue full")
-	ErrTimeout   = errors.New("pool: no sandbox within the queue timeout")
-	ErrClosed    = errors.New("pool: closed")
-)
 
 // Config sizes a pool.
 type Config struct {
@@ -141,7 +133,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return zero, ErrClosed
+		return zero, kiln.ErrShuttingDown
 	}
 	if sb, ok := p.takeReadyLocked(); ok {
 		p.mu.Unlock()
@@ -150,7 +142,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 	}
 	if len(p.waiters) >= p.cfg.MaxQueue {
 		p.mu.Unlock()
-		return zero, ErrQueueFull
+		return zero, kiln.ErrQueueFull
 	}
 	w := make(chan S, 1)
 	p.waiters = append(p.waiters, w)
@@ -163,11 +155,11 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 	select {
 	case sb, ok := <-w:
 		if !ok {
-			return zero, ErrClosed
+			return zero, kiln.ErrShuttingDown
 		}
 		return sb, nil
 	case <-timer.C:
-		err = ErrTimeout
+		err = kiln.ErrQueueTimeout
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -210,7 +202,7 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 		p.ready = p.ready[1:]
 		if isDone(e.sb) {
 			p.counts.Died++
-			p.log.Warn("sandbox died in the pool", "container", kiln.ShortID(e.sb.ID()))
+			p.log.Warn("sandbox died in the pool", "container", e.sb.ID())
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -241,10 +233,10 @@ func (p *Pool[S]) removeLocked(sb S) {
 		p.mu.Lock()
 		if err != nil {
 			p.counts.Leaked++
-			p.log.Error("sandbox removal failed", "container", kiln.ShortID(sb.ID()), "err", err)
+			p.log.Error("sandbox removal failed", "container", sb.ID(), "err", err)
 		} else {
 			p.counts.Removed++
-			p.log.Debug("sandbox removed", "container", kiln.ShortID(sb.ID()))
+			p.log.Debug("sandbox removed", "container", sb.ID())
 		}
 		p.mu.Unlock()
 		p.obs.Removed(err)

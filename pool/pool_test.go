@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kilnsh/kiln"
 )
 
 func TestWarmsToSize(t *testing.T) {
@@ -131,7 +133,7 @@ func TestCheckoutErrors(t *testing.T) {
 		first := goCheckout(t, p, context.Background())
 		start := time.Now()
 		_, err := p.Checkout(context.Background())
-		if !errors.Is(err, ErrQueueFull) {
+		if !errors.Is(err, kiln.ErrQueueFull) {
 			t.Errorf("got error %v, want ErrQueueFull", err)
 		}
 		if d := time.Since(start); d > 500*time.Millisecond {
@@ -149,7 +151,7 @@ func TestCheckoutErrors(t *testing.T) {
 		cfg := testConfig(1)
 		cfg.MaxQueue = 0
 		p := newTestPool(t, cfg, f, nil)
-		if _, err := p.Checkout(context.Background()); !errors.Is(err, ErrQueueFull) {
+		if _, err := p.Checkout(context.Background()); !errors.Is(err, kiln.ErrQueueFull) {
 			t.Errorf("got error %v, want ErrQueueFull", err)
 		}
 	})
@@ -162,7 +164,7 @@ func TestCheckoutErrors(t *testing.T) {
 		start := time.Now()
 		_, err := p.Checkout(context.Background())
 		d := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
+		if !errors.Is(err, kiln.ErrQueueTimeout) {
 			t.Errorf("got error %v, want ErrTimeout", err)
 		}
 		if d < 30*time.Millisecond || d > time.Second {
@@ -423,7 +425,7 @@ func TestClose(t *testing.T) {
 		if err := p.Close(ctx); err != nil {
 			t.Fatalf("Close: got %v, want nil", err)
 		}
-		if r := receive(t, waiter); !errors.Is(r.err, ErrClosed) {
+		if r := receive(t, waiter); !errors.Is(r.err, kiln.ErrShuttingDown) {
 			t.Errorf("waiter: got error %v, want ErrClosed", r.err)
 		}
 		if d := time.Since(start); d > time.Second {
@@ -438,7 +440,7 @@ func TestClose(t *testing.T) {
 		if err := p.Close(ctx); err != nil {
 			t.Errorf("second Close: got %v, want nil", err)
 		}
-		if _, err := p.Checkout(context.Background()); !errors.Is(err, ErrClosed) {
+		if _, err := p.Checkout(context.Background()); !errors.Is(err, kiln.ErrShuttingDown) {
 			t.Errorf("Checkout after Close: got %v, want ErrClosed", err)
 		}
 		if p.CanServe() {

@@ -3,8 +3,6 @@ package pool
 import (
 	"context"
 	"time"
-
-	"github.com/kilnsh/kiln"
 )
 
 // sweepEvery is how often the refill loop looks for sandboxes that died in the pool.
@@ -62,7 +60,7 @@ func (p *Pool[S]) sweepDeadLocked() {
 	for _, e := range p.ready {
 		if isDone(e.sb) {
 			p.counts.Died++
-			p.log.Warn("sandbox died in the pool", "container", kiln.ShortID(e.sb.ID()))
+			p.log.Warn("sandbox died in the pool", "container", e.sb.ID())
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -114,7 +112,7 @@ func (p *Pool[S]) warmOne() {
 	}
 	p.mu.Unlock()
 	p.obs.Warmed(took)
-	p.log.Debug("sandbox ready", "container", kiln.ShortID(sb.ID()), "warmup_ms", took.Milliseconds())
+	p.log.Debug("sandbox ready", "container", sb.ID(), "warmup_ms", took.Milliseconds())
 	p.poke()
 }
 

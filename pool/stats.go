@@ -2,8 +2,6 @@ package pool
 
 import (
 	"time"
-
-	"github.com/kilnsh/kiln"
 )
 
 // Stats is a snapshot of the pool.
@@ -44,7 +42,7 @@ func (p *Pool[S]) Stats() Stats {
 		if isDone(e.sb) {
 			state = "dead"
 		}
-		st.Sandboxes = append(st.Sandboxes, SandboxInfo{ID: kiln.ShortID(e.sb.ID()), State: state, Age: now.Sub(e.since)})
+		st.Sandboxes = append(st.Sandboxes, SandboxInfo{ID: e.sb.ID(), State: state, Age: now.Sub(e.since)})
 	}
 	return st
 }

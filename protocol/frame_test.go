@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -11,21 +12,31 @@ import (
 
 // event is one call of a Parser's emit function.
 type event struct {
-	payload string
-	err     error
+	header string
+	binary string
+	err    error
 }
 
-// collect returns an emit function that records every call, copying the payload.
-func collect(events *[]event) func([]byte, error) {
-	return func(payload []byte, err error) {
-		*events = append(*events, event{payload: string(payload), err: err})
+func collect(events *[]event) func(Frame, error) {
+	return func(f Frame, err error) {
+		*events = append(*events, event{header: string(f.Header), binary: string(f.Binary), err: err})
 	}
 }
 
-// frame wraps payload in response delimiters.
-func frame(payload string) string {
-	return ResponseStart + "\n" + payload + "\n" + ResponseEnd + "\n"
+// frame is a response frame with a header of the given rest (after the count) and
+// binary payload bytes.
+func frame(rest, binary string) string {
+	return ResponseStart + "\n" + header(len(binary), rest) + "\n" + binary + ResponseEnd + "\n"
 }
+
+func header(n int, rest string) string {
+	if rest == "" {
+		return fmt.Sprintf(`{"binary":%d}`, n)
+	}
+	return fmt.Sprintf(`{"binary":%d,%s}`, n, rest)
+}
+
+func ok(rest, binary string) event { return event{header: header(len(binary), rest), binary: binary} }
 
 // feedAll reads r to its end, feeding every read to p, and returns what p emitted.
 func feedAll(t *testing.T, p *Parser, r io.Reader) []event {
@@ -51,8 +62,8 @@ func checkEvents(t *testing.T, got, want []event) {
 		t.Fatalf("got %d frames %v, want %d %v", len(got), got, len(want), want)
 	}
 	for i := range want {
-		if got[i].payload != want[i].payload {
-			t.Errorf("frame %d: got payload %q, want %q", i, got[i].payload, want[i].payload)
+		if got[i].header != want[i].header || got[i].binary != want[i].binary {
+			t.Errorf("frame %d: got %q + %q, want %q + %q", i, got[i].header, got[i].binary, want[i].header, want[i].binary)
 		}
 		switch {
 		case want[i].err == nil && got[i].err != nil:
@@ -64,83 +75,41 @@ func checkEvents(t *testing.T, got, want []event) {
 }
 
 func TestParser(t *testing.T) {
-	const max = 64
-	big := strings.Repeat("x", max+1)
+	const maxHeader, maxBinary = 64, 32
+	delims := ResponseEnd + "\n" + ">>>" // payload bytes that look like framing
 	tests := []struct {
 		name   string
 		stream string
 		want   []event
 	}{
-		{
-			name:   "one frame",
-			stream: frame(`{"a":1}`),
-			want:   []event{{payload: `{"a":1}`}},
-		},
-		{
-			name:   "two frames back to back",
-			stream: frame(`{"a":1}`) + frame(`{"b":2}`),
-			want:   []event{{payload: `{"a":1}`}, {payload: `{"b":2}`}},
-		},
-		{
-			name:   "bytes outside frames are ignored",
-			stream: "noise\n\n>>> garbage <<<\n" + frame(`{"a":1}`) + "trailing\n",
-			want:   []event{{payload: `{"a":1}`}},
-		},
-		{
-			name:   "noise between frames",
-			stream: frame(`1`) + "between\n" + frame(`2`),
-			want:   []event{{payload: `1`}, {payload: `2`}},
-		},
-		{
-			name:   "delimiter only as part of a longer line",
-			stream: ResponseStart + "\n" + "x" + ResponseEnd + "\n" + ResponseEnd + " \n" + "y\n" + ResponseEnd + "\n",
-			want:   []event{{payload: "x" + ResponseEnd + "\n" + ResponseEnd + " \ny"}},
-		},
-		{
-			name:   "start delimiter with a prefix does not open a frame",
-			stream: "x" + ResponseStart + "\n{}\n" + ResponseEnd + "\n",
-			want:   nil,
-		},
-		{
-			name:   "request delimiters are not response delimiters",
-			stream: RequestStart + "\n{}\n" + RequestEnd + "\n",
-			want:   nil,
-		},
-		{
-			name:   "a new start inside a frame restarts it",
-			stream: ResponseStart + "\ncut off\n" + frame(`{"a":1}`),
-			want:   []event{{payload: `{"a":1}`}},
-		},
-		{
-			name:   "frame at exactly the limit",
-			stream: frame(strings.Repeat("y", max)),
-			want:   []event{{payload: strings.Repeat("y", max)}},
-		},
-		{
-			name:   "one line over the limit, then a good frame",
-			stream: frame(big) + frame(`{"ok":true}`),
-			want:   []event{{err: ErrFrameTooLarge}, {payload: `{"ok":true}`}},
-		},
-		{
-			name:   "many short lines over the limit together, then a good frame",
-			stream: frame(strings.Repeat("abcdefghij\n", 10)) + frame(`{"ok":true}`),
-			want:   []event{{err: ErrFrameTooLarge}, {payload: `{"ok":true}`}},
-		},
-		{
-			name:   "an over-long line outside a frame is skipped",
-			stream: big + "\n" + frame(`{"ok":true}`),
-			want:   []event{{payload: `{"ok":true}`}},
-		},
-		{
-			name:   "unfinished frame emits nothing",
-			stream: ResponseStart + "\n{\"a\":1}\n",
-			want:   nil,
-		},
-		{
-			name:   "end delimiter without a newline is not yet an end",
-			stream: ResponseStart + "\n{}\n" + ResponseEnd,
-			want:   nil,
-		},
+		{"one frame, no payloads", frame(`"a":1`, ""), []event{ok(`"a":1`, "")}},
+		{"one frame with payloads", frame(`"a":1`, "raw\x00\xff\nbytes"), []event{ok(`"a":1`, "raw\x00\xff\nbytes")}},
+		{"payloads that hold delimiters", frame("", delims), []event{ok("", delims)}},
+		{"two frames back to back", frame(`"a":1`, "xy") + frame(`"b":2`, ""), []event{ok(`"a":1`, "xy"), ok(`"b":2`, "")}},
+		{"bytes outside frames are ignored", "noise\n\n>>> garbage <<<\n" + frame("", "p") + "trailing\n", []event{ok("", "p")}},
+		{"start delimiter with a prefix does not open a frame", "x" + ResponseStart + "\n" + header(0, "") + "\n" + ResponseEnd + "\n", nil},
+		{"request delimiters are not response delimiters", RequestStart + "\n" + header(0, "") + "\n" + RequestEnd + "\n", nil},
+		{"a new start where a header is due restarts the frame", ResponseStart + "\n" + frame("", "z"), []event{ok("", "z")}},
+		{"payloads at exactly the limit", frame("", strings.Repeat("b", maxBinary)), []event{ok("", strings.Repeat("b", maxBinary))}},
+		{"header at exactly the limit", frame(`"s":"`+strings.Repeat("h", maxHeader-len(`{"binary":0,"s":""}`))+`"`, ""),
+			[]event{ok(`"s":"`+strings.Repeat("h", maxHeader-len(`{"binary":0,"s":""}`))+`"`, "")}},
+		{"a count over the limit is refused before the payloads, then a good frame",
+			ResponseStart + "\n" + header(maxBinary+1, "") + "\n" + frame("", "ok"),
+			[]event{{err: ErrFrameTooLarge}, ok("", "ok")}},
+		{"a header over the limit, then a good frame",
+			frame(`"s":"`+strings.Repeat("h", maxHeader)+`"`, "") + frame("", "ok"),
+			[]event{{err: ErrFrameTooLarge}, ok("", "ok")}},
+		{"a header without the count", ResponseStart + "\n{\"id\":1}\n" + ResponseEnd + "\n" + frame("", "ok"), []event{{err: ErrMalformed}, ok("", "ok")}},
+		{"a count with spaces", ResponseStart + "\n{\"binary\": 1}\nx" + ResponseEnd + "\n", []event{{err: ErrMalformed}}},
+		{"a negative count", ResponseStart + "\n{\"binary\":-1}\n" + ResponseEnd + "\n", []event{{err: ErrMalformed}}},
+		{"a count that lies low: no end delimiter where it must be",
+			ResponseStart + "\n" + header(2, "") + "\nabc" + ResponseEnd + "\n" + frame("", "ok"),
+			[]event{{err: ErrMalformed}, ok("", "ok")}},
+		{"a count that lies high swallows the end delimiter and waits",
+			ResponseStart + "\n" + header(30, "") + "\nabc" + ResponseEnd + "\n", nil},
+		{"payloads cut off emit nothing", ResponseStart + "\n" + header(10, "") + "\nabc", nil},
+		{"end delimiter without a newline is not yet an end", ResponseStart + "\n" + header(0, "") + "\n" + ResponseEnd, nil},
+		{"an over-long line outside a frame is skipped", strings.Repeat("x", maxHeader+1) + "\n" + frame("", "ok"), []event{ok("", "ok")}},
 	}
 	readers := []struct {
 		name string
@@ -153,7 +122,7 @@ func TestParser(t *testing.T) {
 	for _, tt := range tests {
 		for _, rd := range readers {
 			t.Run(tt.name+"/"+rd.name, func(t *testing.T) {
-				p := NewParser(max)
+				p := NewParser(maxHeader, maxBinary)
 				got := feedAll(t, p, rd.wrap(strings.NewReader(tt.stream)))
 				checkEvents(t, got, tt.want)
 			})
@@ -162,12 +131,13 @@ func TestParser(t *testing.T) {
 }
 
 // TestParserSplitEverywhere feeds a stream in two pieces cut at every possible
-// offset, so that each delimiter is split at every one of its bytes.
+// offset, so that each delimiter, header and payload is split at every one of its
+// bytes.
 func TestParserSplitEverywhere(t *testing.T) {
-	stream := "junk\n" + frame(`{"a":1}`) + frame(`{"b":"c"}`)
-	want := []event{{payload: `{"a":1}`}, {payload: `{"b":"c"}`}}
+	stream := "junk\n" + frame(`"a":1`, "pay\nload") + frame(`"b":"c"`, "")
+	want := []event{ok(`"a":1`, "pay\nload"), ok(`"b":"c"`, "")}
 	for i := 0; i <= len(stream); i++ {
-		p := NewParser(1024)
+		p := NewParser(1024, 1024)
 		var got []event
 		p.Feed([]byte(stream[:i]), collect(&got))
 		p.Feed([]byte(stream[i:]), collect(&got))
@@ -177,37 +147,35 @@ func TestParserSplitEverywhere(t *testing.T) {
 	}
 }
 
-// TestParserPayloadCopy checks that the parser starts each frame afresh: a second,
-// shorter payload carries nothing of the first.
-func TestParserPayloadCopy(t *testing.T) {
-	p := NewParser(1024)
-	var kept [][]byte
-	emit := func(payload []byte, err error) {
+// TestParserHandsFramesOver checks that a frame's slices are the callee's: feeding
+// the next frame does not change the one already emitted.
+func TestParserHandsFramesOver(t *testing.T) {
+	p := NewParser(1024, 1024)
+	var kept []Frame
+	emit := func(f Frame, err error) {
 		if err != nil {
 			t.Fatalf("got error %v, want none", err)
 		}
-		kept = append(kept, bytes.Clone(payload))
+		kept = append(kept, f)
 	}
-	p.Feed([]byte(frame("first")), emit)
-	p.Feed([]byte(frame("2nd")), emit)
-	if len(kept) != 2 || string(kept[0]) != "first" || string(kept[1]) != "2nd" {
-		t.Fatalf("got %q, want [first 2nd]", kept)
+	p.Feed([]byte(frame(`"n":"first"`, "11111")), emit)
+	p.Feed([]byte(frame(`"n":"2nd"`, "22")), emit)
+	if len(kept) != 2 || string(kept[0].Header) != header(5, `"n":"first"`) || string(kept[0].Binary) != "11111" ||
+		string(kept[1].Binary) != "22" {
+		t.Fatalf("got %q, want the two frames unchanged", kept)
 	}
 }
 
-// TestParserBoundedMemory feeds a 10 MB line without a newline, inside and outside a
-// frame, and checks through behaviour that the parser neither keeps it nor lets it
-// leak into the next frame; the buffers never grow past the limit.
+// TestParserBoundedMemory feeds a 10 MB line without a newline, outside a frame and
+// where a header is due, and checks that the parser neither keeps it nor lets it leak
+// into the next frame; its line buffer never grows past the limit. A count over the
+// limit allocates nothing.
 func TestParserBoundedMemory(t *testing.T) {
 	const max = 1024
 	garbage := bytes.Repeat([]byte("g"), 10<<20)
 	for _, inFrame := range []bool{false, true} {
-		name := "outside a frame"
-		if inFrame {
-			name = "inside a frame"
-		}
-		t.Run(name, func(t *testing.T) {
-			p := NewParser(max)
+		t.Run(fmt.Sprintf("in frame %v", inFrame), func(t *testing.T) {
+			p := NewParser(max, max)
 			var got []event
 			if inFrame {
 				p.Feed([]byte(ResponseStart+"\n"), collect(&got))
@@ -215,35 +183,54 @@ func TestParserBoundedMemory(t *testing.T) {
 			for off := 0; off < len(garbage); off += 64 << 10 {
 				p.Feed(garbage[off:off+64<<10], collect(&got))
 			}
-			if p.line.Cap() > 2*max || p.payload.Cap() > 2*max {
-				t.Errorf("got buffer capacities %d and %d, want at most %d", p.line.Cap(), p.payload.Cap(), 2*max)
+			if cap(p.line) > 2*max {
+				t.Errorf("got a line buffer of %d bytes, want at most %d", cap(p.line), 2*max)
 			}
-			p.Feed([]byte("\n"+ResponseEnd+"\n"+frame(`{"ok":1}`)), collect(&got))
-			want := []event{{payload: `{"ok":1}`}}
+			p.Feed([]byte("\n"+frame("", "ok")), collect(&got))
+			want := []event{ok("", "ok")}
 			if inFrame {
-				want = []event{{err: ErrFrameTooLarge}, {payload: `{"ok":1}`}}
+				want = []event{{err: ErrFrameTooLarge}, ok("", "ok")}
 			}
 			checkEvents(t, got, want)
 		})
 	}
+	p := NewParser(max, max)
+	var got []event
+	p.Feed([]byte(ResponseStart+"\n"+header(1<<40, "")+"\n"), collect(&got))
+	if cap(p.binary) != 0 || len(got) != 1 || !errors.Is(got[0].err, ErrFrameTooLarge) {
+		t.Errorf("a count of 1 TiB: got %v and a buffer of %d bytes, want ErrFrameTooLarge and none", got, cap(p.binary))
+	}
 }
 
-func TestAppendRequestFrame(t *testing.T) {
-	tests := []struct {
-		name    string
-		dst     string
-		payload string
-		want    string
-	}{
-		{"empty dst", "", `{"id":"a"}`, ">>> REQUEST_START <<<\n{\"id\":\"a\"}\n>>> REQUEST_END <<<\n"},
-		{"appends to dst", "prefix\n", `{}`, "prefix\n>>> REQUEST_START <<<\n{}\n>>> REQUEST_END <<<\n"},
+// TestEncodeRequestFrame checks the bytes of a request frame: the count first in the
+// header, then the state and the files raw, in order, then the end delimiter.
+func TestEncodeRequestFrame(t *testing.T) {
+	state := []byte("STATE")
+	bufs, err := EncodeRequest(&Request{
+		ID: "r", Op: OpExec, Lang: "python", Code: "1+1", State: state, CaptureState: true,
+		Files: []File{{Path: "a.txt", Content: []byte("AA")}, {Path: "empty", Content: nil}, {Path: "b", Content: []byte("B\n")}},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := string(AppendRequestFrame([]byte(tt.dst), []byte(tt.payload)))
-			if got != tt.want {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
-		})
+	got := string(bytes.Join(bufs, nil))
+	wantHeader := `{"binary":9,"id":"r","op":"exec","lang":"python","code":"1+1","state":{"size":5},"capture_state":true,` +
+		`"files":[{"path":"a.txt","size":2},{"path":"empty","size":0},{"path":"b","size":2}],` +
+		`"limits":{"max_output_bytes":0,"max_file_bytes":0,"max_files":0,"max_state_bytes":0}}`
+	want := RequestStart + "\n" + wantHeader + "\nSTATEAAB\n" + RequestEnd + "\n"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// The payloads go out as the caller's own slices, not copies.
+	if len(bufs) != 5 || &bufs[1][0] != &state[0] {
+		t.Fatalf("got %d buffers, want the header, the caller's state slice, two files, the end", len(bufs))
+	}
+
+	bufs, err = EncodeRequest(&Request{ID: "p", Op: OpPing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(bytes.Join(bufs, nil)); !strings.Contains(got, `{"binary":0,"id":"p","op":"ping","state":null`) {
+		t.Errorf("got %q, want a count of 0 and state null", got)
 	}
 }

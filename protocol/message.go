@@ -4,26 +4,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 )
 
 // Version is the protocol version this codec speaks.
-const Version = 1
+const Version = 2
 
-// Operations of a Request.
+// Operations of a Request. An interrupt is only ever sent while a request runs.
 const (
-	OpExec = "exec"
-	OpPing = "ping"
+	OpExec      = "exec"
+	OpPing      = "ping"
+	OpInterrupt = "interrupt"
 )
 
 // Statuses the REPL reports in a Response. The host adds its own (oom, sandbox_died,
 // and timeout when its hard deadline fires).
 const (
-	StatusOK      = "ok"
-	StatusError   = "error"
-	StatusTimeout = "timeout"
+	StatusOK        = "ok"
+	StatusError     = "error"
+	StatusTimeout   = "timeout"
+	StatusCancelled = "cancelled"
 )
 
-// Ready is the handshake a REPL sends once its pre-imports are done.
+// Kinds of event a REPL sends while a request with Events runs.
+const (
+	EventOutput  = "output"
+	EventDisplay = "display"
+)
+
+// Ready is the handshake a REPL sends once its pre-imports are done; its frame has no
+// payloads.
 type Ready struct {
 	Type         string            `json:"type"`
 	Protocol     int               `json:"protocol"`
@@ -51,11 +61,11 @@ func (c Capabilities) Supports(lang string) bool {
 }
 
 // File is a file moved through the protocol: into /mnt/data before a run, or out of
-// it after. Content travels as base64, which encoding/json does for a []byte.
+// it after. Its content travels raw among the frame's payloads; the header names its
+// path and size.
 type File struct {
-	Path    string `json:"path"`
-	Size    int64  `json:"size,omitempty"`
-	Content []byte `json:"content"`
+	Path    string
+	Content []byte
 }
 
 // Limits bound what a REPL may send back for one request.
@@ -66,47 +76,232 @@ type Limits struct {
 	MaxStateBytes  int64 `json:"max_state_bytes"`
 }
 
-// Request is one message from the host. State is the raw state blob (an LZ4 frame);
-// it travels as base64.
+// Request is one message from the host. State is the raw state blob (an LZ4 frame).
 type Request struct {
-	ID           string   `json:"id"`
-	Op           string   `json:"op"`
-	Lang         string   `json:"lang,omitempty"`
-	Code         string   `json:"code,omitempty"`
-	Args         []string `json:"args,omitempty"`
-	State        []byte   `json:"state"`
-	CaptureState bool     `json:"capture_state"`
-	TimeoutMS    int64    `json:"timeout_ms,omitempty"`
-	Files        []File   `json:"files,omitempty"`
-	Limits       Limits   `json:"limits"`
+	ID           string
+	Op           string
+	Lang         string
+	Code         string
+	Args         []string
+	State        []byte
+	CaptureState bool
+	TimeoutMS    int64
+	Files        []File
+	Limits       Limits
+	// Events asks for event frames while the code runs; Figures for matplotlib
+	// figures saved as files (Python).
+	Events  bool
+	Figures bool
 }
 
-// Response is a REPL's answer to an exec request.
+// Event is something a run said before its result: a chunk of output, or a figure
+// (its PNG a slice of the frame's payloads).
+type Event struct {
+	Type   string // EventOutput or EventDisplay
+	Stream string // output: "stdout" or "stderr"
+	Text   string // output
+	Name   string // display: the file's name under the data dir
+	MIME   string // display
+	Data   []byte // display
+}
+
+// Response is a REPL's answer to an exec request. State and the files' contents are
+// slices of the frame's payloads: nothing is copied out of the frame.
 type Response struct {
-	ID         string  `json:"id"`
-	Type       string  `json:"type"`
-	Status     string  `json:"status"`
-	ExitCode   int     `json:"exit_code"`
-	Stdout     string  `json:"stdout"`
-	Stderr     string  `json:"stderr"`
-	Error      *string `json:"error"`
-	Result     *string `json:"result"`
-	State      []byte  `json:"state"`
-	StateError *string `json:"state_error"`
-	Files      []File  `json:"files"`
-	FilesError *string `json:"files_error"`
-	Truncated  bool    `json:"truncated"`
-	DurationMS int64   `json:"duration_ms"`
+	ID       string
+	Status   string
+	ExitCode int
+	Stdout   string
+	Stderr   string
+	Error    *string
+	Result   *string
+	State    []byte
+	// StateUnchanged means the captured state is byte for byte the one the request
+	// brought, which the REPL did not send back.
+	StateUnchanged bool
+	StateError     *string
+	Files          []File
+	FilesError     *string
+	Truncated      bool
+	DurationMS     int64
+}
+
+// blob names one payload in a header.
+type blob struct {
+	Size int64 `json:"size"`
+}
+
+// fileRef names a file and its payload in a header.
+type fileRef struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// The headers as they travel. Binary is first, as the framing requires.
+type requestHeader struct {
+	Binary       int64     `json:"binary"`
+	ID           string    `json:"id"`
+	Op           string    `json:"op"`
+	Lang         string    `json:"lang,omitempty"`
+	Code         string    `json:"code,omitempty"`
+	Args         []string  `json:"args,omitempty"`
+	State        *blob     `json:"state"`
+	CaptureState bool      `json:"capture_state"`
+	TimeoutMS    int64     `json:"timeout_ms,omitempty"`
+	Files        []fileRef `json:"files,omitempty"`
+	Limits       Limits    `json:"limits"`
+	Events       bool      `json:"events,omitempty"`
+	Figures      bool      `json:"figures,omitempty"`
+}
+
+// controlHeader is an interrupt.
+type controlHeader struct {
+	Binary int64  `json:"binary"`
+	ID     string `json:"id"`
+	Op     string `json:"op"`
+}
+
+type responseHeader struct {
+	Binary         int64     `json:"binary"`
+	ID             string    `json:"id"`
+	Type           string    `json:"type"`
+	Status         string    `json:"status"`
+	ExitCode       int       `json:"exit_code"`
+	Stdout         string    `json:"stdout"`
+	Stderr         string    `json:"stderr"`
+	Error          *string   `json:"error"`
+	Result         *string   `json:"result"`
+	State          *blob     `json:"state"`
+	StateUnchanged bool      `json:"state_unchanged"`
+	StateError     *string   `json:"state_error"`
+	Files          []fileRef `json:"files"`
+	FilesError     *string   `json:"files_error"`
+	Truncated      bool      `json:"truncated"`
+	DurationMS     int64     `json:"duration_ms"`
+	// Events' members.
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text,omitempty"`
+	Name   string `json:"name,omitempty"`
+	MIME   string `json:"mime,omitempty"`
 }
 
 // ErrMalformed marks a message that breaks the protocol. The host treats the sandbox
 // that sent it as dead.
 var ErrMalformed = errors.New("protocol: malformed message")
 
+// payloads lists a message's state and files as header entries and payloads.
+func payloads(state []byte, files []File) (*blob, []fileRef, [][]byte, int64) {
+	var ref *blob
+	var parts [][]byte
+	var total int64
+	if state != nil {
+		ref = &blob{Size: int64(len(state))}
+		parts = append(parts, state)
+		total += int64(len(state))
+	}
+	refs := make([]fileRef, 0, len(files))
+	for _, f := range files {
+		refs = append(refs, fileRef{Path: f.Path, Size: int64(len(f.Content))})
+		parts = append(parts, f.Content)
+		total += int64(len(f.Content))
+	}
+	return ref, refs, parts, total
+}
+
+// EncodeRequest returns the request's frame as buffers for one vectored write. The
+// state and the files' contents are not copied.
+func EncodeRequest(r *Request) (net.Buffers, error) {
+	state, files, parts, total := payloads(r.State, r.Files)
+	header, err := json.Marshal(requestHeader{
+		Binary: total, ID: r.ID, Op: r.Op, Lang: r.Lang, Code: r.Code, Args: r.Args,
+		State: state, CaptureState: r.CaptureState, TimeoutMS: r.TimeoutMS, Files: files, Limits: r.Limits,
+		Events: r.Events, Figures: r.Figures,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return appendFrame(RequestStart, RequestEnd, header, parts), nil
+}
+
+// EncodeInterrupt returns the frame that interrupts the running request id.
+func EncodeInterrupt(id string) net.Buffers {
+	header, _ := json.Marshal(controlHeader{ID: id, Op: OpInterrupt}) // cannot fail
+	return appendFrame(RequestStart, RequestEnd, header, nil)
+}
+
+// DecodeRequest parses a request frame, as a REPL would; for stand-ins of one.
+func DecodeRequest(f Frame) (*Request, error) {
+	var h requestHeader
+	if err := json.Unmarshal(f.Header, &h); err != nil {
+		return nil, fmt.Errorf("%w: request: %v", ErrMalformed, err)
+	}
+	state, files, err := split(f.Binary, h.Binary, h.State, h.Files)
+	if err != nil {
+		return nil, err
+	}
+	return &Request{
+		ID: h.ID, Op: h.Op, Lang: h.Lang, Code: h.Code, Args: h.Args, State: state,
+		CaptureState: h.CaptureState, TimeoutMS: h.TimeoutMS, Files: files, Limits: h.Limits,
+		Events: h.Events, Figures: h.Figures,
+	}, nil
+}
+
+// EncodeResponse returns the response's frame, as a REPL would send it; for stand-ins
+// of one.
+func EncodeResponse(r *Response) (net.Buffers, error) {
+	state, files, parts, total := payloads(r.State, r.Files)
+	header, err := json.Marshal(responseHeader{
+		Binary: total, ID: r.ID, Type: "result", Status: r.Status, ExitCode: r.ExitCode,
+		Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, Result: r.Result,
+		State: state, StateUnchanged: r.StateUnchanged, StateError: r.StateError,
+		Files: files, FilesError: r.FilesError, Truncated: r.Truncated, DurationMS: r.DurationMS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode response: %w", err)
+	}
+	return appendFrame(ResponseStart, ResponseEnd, header, parts), nil
+}
+
+// split cuts a frame's payloads into the state and the files its header names. The
+// sizes must account for every payload byte.
+func split(bin []byte, count int64, state *blob, refs []fileRef) ([]byte, []File, error) {
+	if count != int64(len(bin)) {
+		return nil, nil, fmt.Errorf("%w: header counts %d payload bytes, the frame has %d", ErrMalformed, count, len(bin))
+	}
+	var out []byte
+	rest := bin
+	take := func(n int64) ([]byte, bool) {
+		if n < 0 || n > int64(len(rest)) {
+			return nil, false
+		}
+		b := rest[:n:n]
+		rest = rest[n:]
+		return b, true
+	}
+	if state != nil {
+		var ok bool
+		if out, ok = take(state.Size); !ok {
+			return nil, nil, fmt.Errorf("%w: state of %d bytes past the payloads", ErrMalformed, state.Size)
+		}
+	}
+	files := make([]File, 0, len(refs))
+	for _, ref := range refs {
+		content, ok := take(ref.Size)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: file %q of %d bytes past the payloads", ErrMalformed, ref.Path, ref.Size)
+		}
+		files = append(files, File{Path: ref.Path, Content: content})
+	}
+	if len(rest) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d payload bytes named by nothing", ErrMalformed, len(rest))
+	}
+	return out, files, nil
+}
+
 // DecodeReady parses and checks a ready frame.
-func DecodeReady(payload []byte) (Ready, error) {
+func DecodeReady(f Frame) (Ready, error) {
 	var r Ready
-	if err := json.Unmarshal(payload, &r); err != nil {
+	if err := json.Unmarshal(f.Header, &r); err != nil {
 		return Ready{}, fmt.Errorf("%w: ready: %v", ErrMalformed, err)
 	}
 	if r.Type != "ready" {
@@ -118,50 +313,106 @@ func DecodeReady(payload []byte) (Ready, error) {
 	return r, nil
 }
 
-// DecodeResponse parses a response to the request with the given id and checks it
-// against the limits the request set. Anything off is ErrMalformed.
-func DecodeResponse(payload []byte, id string, lim Limits) (*Response, error) {
-	var r Response
-	rest, state, lifted := liftState(payload)
-	if lifted {
-		payload = rest
+// EncodeEvent returns an event's frame, as a REPL would send it; for stand-ins of one.
+func EncodeEvent(id string, ev *Event) (net.Buffers, error) {
+	h := responseHeader{ID: id, Type: ev.Type, Stream: ev.Stream, Text: ev.Text, Name: ev.Name, MIME: ev.MIME,
+		Binary: int64(len(ev.Data))}
+	header, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	if err := json.Unmarshal(payload, &r); err != nil {
-		return nil, fmt.Errorf("%w: response: %v", ErrMalformed, err)
+	return appendFrame(ResponseStart, ResponseEnd, header, [][]byte{ev.Data}), nil
+}
+
+// Decode parses what a REPL sent about the request with the given id: an event (ev)
+// or the result (resp), checked against the limits the request set. Anything off is
+// ErrMalformed.
+func Decode(f Frame, id string, lim Limits) (ev *Event, resp *Response, err error) {
+	var h responseHeader
+	if err := json.Unmarshal(f.Header, &h); err != nil {
+		return nil, nil, fmt.Errorf("%w: response: %v", ErrMalformed, err)
 	}
-	if lifted {
-		r.State = state
+	if h.ID != id {
+		return nil, nil, fmt.Errorf("%w: response id %q, want %q", ErrMalformed, h.ID, id)
 	}
+	switch h.Type {
+	case EventOutput, EventDisplay:
+		ev, err := decodeEvent(&h, f, lim)
+		return ev, nil, err
+	case "result":
+		resp, err := decodeResult(&h, f, lim)
+		return nil, resp, err
+	}
+	return nil, nil, fmt.Errorf("%w: expected a result or an event, got type %q", ErrMalformed, h.Type)
+}
+
+func decodeEvent(h *responseHeader, f Frame, lim Limits) (*Event, error) {
+	if h.Binary != int64(len(f.Binary)) {
+		return nil, fmt.Errorf("%w: header counts %d payload bytes, the frame has %d", ErrMalformed, h.Binary, len(f.Binary))
+	}
+	if h.Type == EventOutput {
+		if h.Stream != "stdout" && h.Stream != "stderr" {
+			return nil, fmt.Errorf("%w: output on stream %q", ErrMalformed, h.Stream)
+		}
+		if lim.MaxOutputBytes > 0 && int64(len(h.Text)) > 4*lim.MaxOutputBytes {
+			return nil, fmt.Errorf("%w: output event of %d bytes", ErrMalformed, len(h.Text))
+		}
+		return &Event{Type: h.Type, Stream: h.Stream, Text: h.Text}, nil
+	}
+	if h.Name == "" || (lim.MaxFileBytes > 0 && h.Binary > lim.MaxFileBytes) {
+		return nil, fmt.Errorf("%w: display %q of %d bytes", ErrMalformed, h.Name, h.Binary)
+	}
+	return &Event{Type: h.Type, Name: h.Name, MIME: h.MIME, Data: f.Binary}, nil
+}
+
+// DecodeResponse parses the result of the request with the given id; an event is
+// ErrMalformed here.
+func DecodeResponse(f Frame, id string, lim Limits) (*Response, error) {
+	ev, resp, err := Decode(f, id, lim)
+	if err == nil && ev != nil {
+		err = fmt.Errorf("%w: expected a result, got type %q", ErrMalformed, ev.Type)
+	}
+	return resp, err
+}
+
+func decodeResult(h *responseHeader, f Frame, lim Limits) (*Response, error) {
 	switch {
-	case r.Type != "result":
-		return nil, fmt.Errorf("%w: expected a result, got type %q", ErrMalformed, r.Type)
-	case r.ID != id:
-		return nil, fmt.Errorf("%w: response id %q, want %q", ErrMalformed, r.ID, id)
-	case r.Status != StatusOK && r.Status != StatusError && r.Status != StatusTimeout:
-		return nil, fmt.Errorf("%w: unknown status %q", ErrMalformed, r.Status)
+	case h.Status != StatusOK && h.Status != StatusError && h.Status != StatusTimeout && h.Status != StatusCancelled:
+		return nil, fmt.Errorf("%w: unknown status %q", ErrMalformed, h.Status)
+	case h.StateUnchanged && h.State != nil:
+		return nil, fmt.Errorf("%w: a state sent back as unchanged", ErrMalformed)
 	}
 	// The REPL caps output itself and appends a marker; allow room for the marker.
 	const slack = 256
 	if lim.MaxOutputBytes > 0 {
-		for name, s := range map[string]string{"stdout": r.Stdout, "stderr": r.Stderr} {
+		for name, s := range map[string]string{"stdout": h.Stdout, "stderr": h.Stderr} {
 			if int64(len(s)) > 4*lim.MaxOutputBytes+slack { // UTF-8 replacement can grow bytes
 				return nil, fmt.Errorf("%w: %s of %d bytes over its limit", ErrMalformed, name, len(s))
 			}
 		}
 	}
-	if lim.MaxStateBytes > 0 && int64(len(r.State)) > lim.MaxStateBytes {
-		return nil, fmt.Errorf("%w: state of %d bytes over its limit", ErrMalformed, len(r.State))
+	if lim.MaxStateBytes > 0 && h.State != nil && h.State.Size > lim.MaxStateBytes {
+		return nil, fmt.Errorf("%w: state of %d bytes over its limit", ErrMalformed, h.State.Size)
 	}
-	if lim.MaxFiles > 0 && len(r.Files) > lim.MaxFiles {
-		return nil, fmt.Errorf("%w: %d files over the limit of %d", ErrMalformed, len(r.Files), lim.MaxFiles)
+	if lim.MaxFiles > 0 && len(h.Files) > lim.MaxFiles {
+		return nil, fmt.Errorf("%w: %d files over the limit of %d", ErrMalformed, len(h.Files), lim.MaxFiles)
 	}
-	for _, f := range r.Files {
-		if lim.MaxFileBytes > 0 && int64(len(f.Content)) > lim.MaxFileBytes {
-			return nil, fmt.Errorf("%w: file %q of %d bytes over its limit", ErrMalformed, f.Path, len(f.Content))
+	for _, ref := range h.Files {
+		if lim.MaxFileBytes > 0 && ref.Size > lim.MaxFileBytes {
+			return nil, fmt.Errorf("%w: file %q of %d bytes over its limit", ErrMalformed, ref.Path, ref.Size)
 		}
-		if f.Path == "" {
+		if ref.Path == "" {
 			return nil, fmt.Errorf("%w: file without a path", ErrMalformed)
 		}
 	}
-	return &r, nil
+	state, files, err := split(f.Binary, h.Binary, h.State, h.Files)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{
+		ID: h.ID, Status: h.Status, ExitCode: h.ExitCode, Stdout: h.Stdout, Stderr: h.Stderr,
+		Error: h.Error, Result: h.Result, State: state, StateUnchanged: h.StateUnchanged,
+		StateError: h.StateError, Files: files, FilesError: h.FilesError, Truncated: h.Truncated,
+		DurationMS: h.DurationMS,
+	}, nil
 }

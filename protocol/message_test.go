@@ -1,9 +1,10 @@
 package protocol
 
 import (
-	"encoding/base64"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -14,17 +15,17 @@ func TestDecodeReady(t *testing.T) {
 		payload string
 		wantErr bool
 	}{
-		{"valid", `{"type":"ready","protocol":1,"python":"3.13.1","preloaded":{"numpy":"2.2.4"},"capabilities":{"languages":["python","bash"],"state":true,"files":true}}`, false},
+		{"valid", `{"binary":0,"type":"ready","protocol":2,"python":"3.13.1","preloaded":{"numpy":"2.2.4"},"capabilities":{"languages":["python","bash"],"state":true,"files":true}}`, false},
 		{"not JSON", `ready`, true},
-		{"wrong type", `{"type":"result","protocol":1}`, true},
-		{"missing type", `{"protocol":1}`, true},
-		{"wrong protocol version", `{"type":"ready","protocol":2}`, true},
+		{"wrong type", `{"type":"result","protocol":2}`, true},
+		{"missing type", `{"protocol":2}`, true},
+		{"wrong protocol version", `{"type":"ready","protocol":1}`, true},
 		{"missing protocol version", `{"type":"ready"}`, true},
-		{"wrong field type", `{"type":"ready","protocol":"1"}`, true},
+		{"wrong field type", `{"type":"ready","protocol":"2"}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := DecodeReady([]byte(tt.payload))
+			r, err := DecodeReady(Frame{Header: []byte(tt.payload)})
 			if tt.wantErr {
 				if !errors.Is(err, ErrMalformed) {
 					t.Errorf("got error %v, want ErrMalformed", err)
@@ -44,66 +45,73 @@ func TestDecodeReady(t *testing.T) {
 	}
 }
 
-// response builds a response payload from a valid one, changed by edit.
-func response(t *testing.T, edit func(m map[string]any)) []byte {
+// response builds a response frame from a valid one, changed by edit: the header as
+// a map, and the payloads after it.
+func response(t *testing.T, edit func(m map[string]any, bin *string)) Frame {
 	t.Helper()
 	m := map[string]any{
 		"id": "req1", "type": "result", "status": "ok", "exit_code": 0,
 		"stdout": "hi\n", "stderr": "", "error": nil, "result": "2",
-		"state": nil, "state_error": nil, "files": []any{}, "truncated": false, "duration_ms": 3,
+		"state": nil, "state_unchanged": false, "state_error": nil, "files": []any{}, "truncated": false, "duration_ms": 3,
 	}
+	bin := ""
 	if edit != nil {
-		edit(m)
+		edit(m, &bin)
+	}
+	if _, set := m["binary"]; !set {
+		m["binary"] = len(bin)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
 	}
-	return b
+	return Frame{Header: b, Binary: []byte(bin)}
 }
 
-func b64(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+func size(n int) map[string]any { return map[string]any{"size": n} }
+
+func file(path string, n int) map[string]any { return map[string]any{"path": path, "size": n} }
 
 func TestDecodeResponse(t *testing.T) {
 	lim := Limits{MaxOutputBytes: 100, MaxFileBytes: 10, MaxFiles: 2, MaxStateBytes: 20}
 	tests := []struct {
 		name    string
-		edit    func(m map[string]any)
+		edit    func(m map[string]any, bin *string)
 		lim     Limits
 		wantErr bool
 	}{
 		{"valid", nil, lim, false},
-		{"status error", func(m map[string]any) { m["status"] = "error"; m["error"] = "ValueError: x" }, lim, false},
-		{"status timeout", func(m map[string]any) { m["status"] = "timeout" }, lim, false},
-		{"wrong type", func(m map[string]any) { m["type"] = "pong" }, lim, true},
-		{"ready instead of result", func(m map[string]any) { m["type"] = "ready" }, lim, true},
-		{"id mismatch", func(m map[string]any) { m["id"] = "req2" }, lim, true},
-		{"missing id", func(m map[string]any) { delete(m, "id") }, lim, true},
-		{"unknown status", func(m map[string]any) { m["status"] = "oom" }, lim, true},
-		{"empty status", func(m map[string]any) { m["status"] = "" }, lim, true},
-		{"wrong field type", func(m map[string]any) { m["exit_code"] = "0" }, lim, true},
-		{"state not base64", func(m map[string]any) { m["state"] = "!!!" }, lim, true},
-		{"state at the limit", func(m map[string]any) { m["state"] = b64(20) }, lim, false},
-		{"state over the limit", func(m map[string]any) { m["state"] = b64(21) }, lim, true},
-		{"big state, no limit", func(m map[string]any) { m["state"] = b64(1000) }, Limits{}, false},
-		{"stdout within slack", func(m map[string]any) { m["stdout"] = strings.Repeat("a", 4*100+256) }, lim, false},
-		{"stdout over the limit", func(m map[string]any) { m["stdout"] = strings.Repeat("a", 4*100+257) }, lim, true},
-		{"stderr over the limit", func(m map[string]any) { m["stderr"] = strings.Repeat("a", 4*100+257) }, lim, true},
-		{"files at the limit", func(m map[string]any) {
-			m["files"] = []any{map[string]any{"path": "a", "content": b64(10)}, map[string]any{"path": "b", "content": ""}}
+		{"status error", func(m map[string]any, _ *string) { m["status"] = "error"; m["error"] = "ValueError: x" }, lim, false},
+		{"status timeout", func(m map[string]any, _ *string) { m["status"] = "timeout" }, lim, false},
+		{"wrong type", func(m map[string]any, _ *string) { m["type"] = "pong" }, lim, true},
+		{"ready instead of result", func(m map[string]any, _ *string) { m["type"] = "ready" }, lim, true},
+		{"id mismatch", func(m map[string]any, _ *string) { m["id"] = "req2" }, lim, true},
+		{"missing id", func(m map[string]any, _ *string) { delete(m, "id") }, lim, true},
+		{"unknown status", func(m map[string]any, _ *string) { m["status"] = "oom" }, lim, true},
+		{"empty status", func(m map[string]any, _ *string) { m["status"] = "" }, lim, true},
+		{"wrong field type", func(m map[string]any, _ *string) { m["exit_code"] = "0" }, lim, true},
+		{"state at the limit", func(m map[string]any, b *string) { m["state"] = size(20); *b = strings.Repeat("s", 20) }, lim, false},
+		{"state over the limit", func(m map[string]any, b *string) { m["state"] = size(21); *b = strings.Repeat("s", 21) }, lim, true},
+		{"big state, no limit", func(m map[string]any, b *string) { m["state"] = size(1000); *b = strings.Repeat("s", 1000) }, Limits{}, false},
+		{"state unchanged", func(m map[string]any, _ *string) { m["state_unchanged"] = true }, lim, false},
+		{"state sent back as unchanged", func(m map[string]any, b *string) { m["state_unchanged"] = true; m["state"] = size(1); *b = "s" }, lim, true},
+		{"state past the payloads", func(m map[string]any, b *string) { m["state"] = size(5); *b = "sss" }, lim, true},
+		{"payloads named by nothing", func(m map[string]any, b *string) { *b = "extra" }, lim, true},
+		{"a count that disagrees with the payloads", func(m map[string]any, b *string) { m["binary"] = 4; m["state"] = size(3); *b = "sss" }, lim, true},
+		{"a negative size", func(m map[string]any, b *string) { m["state"] = size(-1) }, lim, true},
+		{"stdout within slack", func(m map[string]any, _ *string) { m["stdout"] = strings.Repeat("a", 4*100+256) }, lim, false},
+		{"stdout over the limit", func(m map[string]any, _ *string) { m["stdout"] = strings.Repeat("a", 4*100+257) }, lim, true},
+		{"stderr over the limit", func(m map[string]any, _ *string) { m["stderr"] = strings.Repeat("a", 4*100+257) }, lim, true},
+		{"files at the limit", func(m map[string]any, b *string) {
+			m["files"] = []any{file("a", 10), file("b", 0)}
+			*b = strings.Repeat("f", 10)
 		}, lim, false},
-		{"too many files", func(m map[string]any) {
-			m["files"] = []any{map[string]any{"path": "a"}, map[string]any{"path": "b"}, map[string]any{"path": "c"}}
+		{"too many files", func(m map[string]any, _ *string) {
+			m["files"] = []any{file("a", 0), file("b", 0), file("c", 0)}
 		}, lim, true},
-		{"file over the limit", func(m map[string]any) {
-			m["files"] = []any{map[string]any{"path": "a", "content": b64(11)}}
-		}, lim, true},
-		{"file without a path", func(m map[string]any) {
-			m["files"] = []any{map[string]any{"content": b64(1)}}
-		}, lim, true},
-		{"file with an empty path, no limits", func(m map[string]any) {
-			m["files"] = []any{map[string]any{"path": ""}}
-		}, Limits{}, true},
+		{"file over the limit", func(m map[string]any, b *string) { m["files"] = []any{file("a", 11)}; *b = strings.Repeat("f", 11) }, lim, true},
+		{"file without a path", func(m map[string]any, b *string) { m["files"] = []any{map[string]any{"size": 1}}; *b = "f" }, lim, true},
+		{"file with an empty path, no limits", func(m map[string]any, _ *string) { m["files"] = []any{file("", 0)} }, Limits{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,81 +128,76 @@ func TestDecodeResponse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v, want none", err)
 			}
-			if r.ID != "req1" || r.Type != "result" {
-				t.Errorf("got id %q type %q, want req1 and result", r.ID, r.Type)
+			if r.ID != "req1" {
+				t.Errorf("got id %q, want req1", r.ID)
 			}
 		})
 	}
 }
 
-func TestDecodeResponseFields(t *testing.T) {
-	payload := response(t, func(m map[string]any) {
-		m["status"] = "error"
-		m["exit_code"] = 1
-		m["error"] = "ZeroDivisionError: division by zero"
-		m["state"] = base64.StdEncoding.EncodeToString([]byte("blob"))
-		m["files"] = []any{map[string]any{"path": "out.csv", "size": 3, "content": base64.StdEncoding.EncodeToString([]byte("a,b"))}}
-		m["truncated"] = true
-	})
-	r, err := DecodeResponse(payload, "req1", Limits{})
+// TestResponseRoundTrip encodes a response as a REPL would, parses the frame as the
+// host does, and checks every field, the payloads cut out of the one buffer.
+func TestResponseRoundTrip(t *testing.T) {
+	errLine, result := "ZeroDivisionError: division by zero", "2"
+	in := &Response{
+		ID: "req1", Status: StatusError, ExitCode: 1, Stdout: "out \u2603\n", Stderr: "err", Error: &errLine, Result: &result,
+		State: []byte("blob"), Files: []File{{Path: "out.csv", Content: []byte("a,b")}, {Path: "dir/x", Content: []byte{0, 1, 2}}},
+		Truncated: true, DurationMS: 12,
+	}
+	bufs, err := EncodeResponse(in)
 	if err != nil {
-		t.Fatalf("got error %v, want none", err)
+		t.Fatal(err)
 	}
-	if r.Error == nil || *r.Error != "ZeroDivisionError: division by zero" {
-		t.Errorf("got error field %v, want the exception line", r.Error)
+	var frames []Frame
+	p := NewParser(1<<20, 1<<20)
+	for _, b := range bufs {
+		p.Feed(b, func(f Frame, err error) {
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			frames = append(frames, f)
+		})
 	}
-	if string(r.State) != "blob" {
-		t.Errorf("got state %q, want %q", r.State, "blob")
+	if len(frames) != 1 {
+		t.Fatalf("got %d frames, want 1", len(frames))
 	}
-	if len(r.Files) != 1 || r.Files[0].Path != "out.csv" || string(r.Files[0].Content) != "a,b" || r.Files[0].Size != 3 {
-		t.Errorf("got files %+v, want out.csv with a,b", r.Files)
+	r, err := DecodeResponse(frames[0], "req1", Limits{})
+	if err != nil {
+		t.Fatalf("decode: %v", err)
 	}
-	if !r.Truncated || r.ExitCode != 1 || r.Result == nil || *r.Result != "2" {
-		t.Errorf("got truncated %v exit %d result %v, want true, 1, 2", r.Truncated, r.ExitCode, r.Result)
+	if !reflect.DeepEqual(r, in) {
+		t.Errorf("got  %+v\nwant %+v", r, in)
+	}
+	if &r.State[0] != &frames[0].Binary[0] {
+		t.Errorf("the state was copied out of the frame; want a slice of it")
+	}
+	if cap(r.State) != len(r.State) {
+		t.Errorf("got a state slice with capacity %d past its length %d: an append would write into the next payload", cap(r.State), len(r.State))
 	}
 }
 
-// TestRequestEncoding checks the wire names the REPL reads, and that state travels as
-// base64 and as null when absent.
-func TestRequestEncoding(t *testing.T) {
-	req := Request{
-		ID: "r", Op: OpExec, Lang: "python", Code: "1+1", Args: []string{"a"},
-		State: []byte{4, 0x22}, CaptureState: true, TimeoutMS: 5000,
-		Files:  []File{{Path: "in.txt", Content: []byte("hi")}},
+// TestRequestRoundTrip checks what a REPL stand-in reads back of an encoded request.
+func TestRequestRoundTrip(t *testing.T) {
+	in := &Request{
+		ID: "r", Op: OpExec, Lang: "bash", Code: "echo", Args: []string{"a"}, State: []byte{4, 0x22}, CaptureState: true,
+		TimeoutMS: 5000, Files: []File{{Path: "in.txt", Content: []byte("hi")}},
 		Limits: Limits{MaxOutputBytes: 1, MaxFileBytes: 2, MaxFiles: 3, MaxStateBytes: 4},
 	}
-	b, err := json.Marshal(req)
+	bufs, err := EncodeRequest(in)
 	if err != nil {
-		t.Fatalf("marshal: %v", err)
+		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("unmarshal: %v", err)
-	}
-	want := map[string]any{
-		"id": "r", "op": "exec", "lang": "python", "code": "1+1", "state": "BCI=",
-		"capture_state": true, "timeout_ms": float64(5000),
-	}
-	for k, v := range want {
-		if m[k] != v {
-			t.Errorf("field %q: got %v, want %v", k, m[k], v)
+	var got *Request
+	p := NewRequestParser(1<<20, 1<<20)
+	p.Feed(bytes.Join(bufs, nil), func(f Frame, err error) {
+		if err != nil {
+			t.Fatalf("parse: %v", err)
 		}
-	}
-	lim, _ := m["limits"].(map[string]any)
-	for k, v := range map[string]float64{"max_output_bytes": 1, "max_file_bytes": 2, "max_files": 3, "max_state_bytes": 4} {
-		if lim[k] != v {
-			t.Errorf("limits.%s: got %v, want %v", k, lim[k], v)
+		if got, err = DecodeRequest(f); err != nil {
+			t.Fatalf("decode: %v", err)
 		}
-	}
-	if strings.ContainsRune(string(b), '\n') {
-		t.Errorf("got a newline in the payload %q, want one line", b)
-	}
-
-	b, err = json.Marshal(Request{ID: "p", Op: OpPing})
-	if err != nil {
-		t.Fatalf("marshal: %v", err)
-	}
-	if !strings.Contains(string(b), `"state":null`) {
-		t.Errorf("got %s, want state null", b)
+	})
+	if !reflect.DeepEqual(got, in) {
+		t.Errorf("got  %+v\nwant %+v", got, in)
 	}
 }

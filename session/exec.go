@@ -31,10 +31,15 @@ type ExecRequest struct {
 	// Stateless means the caller carries the state itself (Request.State): the
 	// session is a fresh one that only holds the files the run produces.
 	Stateless bool
+	// Events, when set, hears the run while it goes: its start once it has a
+	// sandbox, its output, and each figure it shows, stored in the session at once.
+	// It is called on the request's goroutine and must not block for long.
+	Events func(Event)
 }
 
 // ExecResult is what an execution did, with the session it used and the files it
-// produced, stored under that session.
+// produced, stored under that session. It holds the run's sandbox until Release (of
+// the embedded executor.Result), which the caller calls once its answer is out.
 type ExecResult struct {
 	*executor.Result
 	Session *store.Session
@@ -51,6 +56,9 @@ const touchEvery = time.Minute
 // the run produced. A new session is created only once the run is done, so a request
 // that fails (validation, a file the caller cannot see, no free sandbox) leaves no
 // session behind; in stateless mode, only when the run produced files to keep.
+//
+// Stateless mode is this same path: the caller carries the state in req.State and gets
+// it back in the result's State, and the session only keeps the run's files.
 func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecResult, error) {
 	if err := s.validate(&req.Request); err != nil {
 		return nil, err
@@ -64,47 +72,85 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("load state: %w", err)
 		}
-		req.State = blob
+		req.State = blob // checked when it entered kiln: trusted now
 	}
 	if req.Request.Files, err = s.inputs(ctx, c, sess, req.Files); err != nil {
 		return nil, err
+	}
+	// Persist with a context of our own: a caller who hangs up must not cost the
+	// session what its run produced.
+	pctx := context.WithoutCancel(ctx)
+	// A new session's id is drawn now, so that the run's start can name it; the
+	// session itself is created once there is something to keep.
+	lv := &live{s: s, ctx: pctx, c: c, req: &req, sess: sess, shown: map[string]shownFile{}}
+	if sess != nil {
+		lv.sid = sess.ID
+	} else {
+		lv.sid = kiln.NewID()
+	}
+	req.Request.Owner = c.Key
+	if req.Events != nil {
+		req.Request.OnStart = func() { lv.start(req.Request.ExecutionID) }
+		req.Request.OnEvent = lv.event
+	}
+	if req.Request.ExecutionID == "" {
+		req.Request.ExecutionID = kiln.NewID()
 	}
 
 	res, err := s.run.Run(ctx, req.Request)
 	if err != nil {
 		return nil, err
 	}
-	// Persist with a context of our own: a caller who hangs up now must not cost the
-	// session what its run produced.
-	pctx := context.WithoutCancel(ctx)
+	out, err := s.keep(pctx, c, lv, req, res)
+	if err != nil {
+		res.Release()
+		return nil, err
+	}
+	return out, nil
+}
+
+// keep stores what a run produced in its session (a new one when the run has none
+// yet) and returns the answer.
+func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest, res *executor.Result) (*ExecResult, error) {
+	var err error
 	out := &ExecResult{Result: res, Files: []*store.File{}}
+	if lv.err != nil {
+		res.Stderr += "\n[kiln] " + lv.err.Error() + "\n"
+	}
+	sess := lv.sess
 	if sess == nil {
 		if req.Stateless && len(res.Files) == 0 {
-			out.Session = &store.Session{ID: kiln.NewID()} // names nothing: there is nothing to keep
+			out.Session = &store.Session{ID: lv.sid} // names nothing: there is nothing to keep
 			return out, nil
 		}
-		if sess, err = s.newSession(pctx, c, req.EntityID); err != nil {
+		if sess, err = s.newSession(ctx, c, lv.sid, req.EntityID); err != nil {
 			return nil, err
 		}
 	}
 	changed := false // whether the session's record was written since it was read
 	if !req.Stateless {
-		if changed, err = s.saveState(pctx, sess, req.Request, res); err != nil {
+		if changed, err = s.saveState(ctx, sess, req.Request, res); err != nil {
 			return nil, err
 		}
 	}
-	if out.Files, err = s.saveOutputs(pctx, sess.ID, res); err != nil {
+	saved, err := s.saveOutputs(ctx, sess.ID, res.Files, lv)
+	if err != nil {
 		return nil, err
 	}
+	out.Files = saved.files
+	if saved.dropped != "" {
+		res.Stderr += "\n[kiln] " + saved.dropped + "\n"
+		res.Truncated = true
+	}
 	if now := s.now(); now.Sub(sess.LastUsedAt) >= touchEvery {
-		if err := s.store.TouchSession(pctx, sess.ID, now); err != nil {
+		if err := s.store.TouchSession(ctx, sess.ID, now); err != nil {
 			return nil, fmt.Errorf("touch session: %w", err)
 		}
 		changed = true
 	}
 	out.Session = sess
 	if changed {
-		if out.Session, err = s.store.Session(pctx, sess.ID); err != nil {
+		if out.Session, err = s.store.Session(ctx, sess.ID); err != nil {
 			return nil, fmt.Errorf("reload session: %w", err)
 		}
 	}
@@ -220,23 +266,27 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 // saveOutputs stores the files a run created or changed, each under a new id. A file
 // with the name of one the session holds replaces it. What does not fit the session's
 // file limit is reported in stderr, never dropped silently.
-func (s *Service) saveOutputs(ctx context.Context, sid string, res *executor.Result) ([]*store.File, error) {
-	if len(res.Files) == 0 {
-		return []*store.File{}, nil
+func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.File, lv *live) (savedOutputs, error) {
+	out := savedOutputs{files: []*store.File{}}
+	if len(files) == 0 {
+		return out, nil
 	}
 	existing, err := s.store.Files(ctx, sid)
 	if err != nil {
-		return nil, fmt.Errorf("list files: %w", err)
+		return out, fmt.Errorf("list files: %w", err)
 	}
 	byName := map[string][]string{}
 	for _, f := range existing {
 		byName[f.Name] = append(byName[f.Name], f.ID)
 	}
 	count := len(existing)
-	saved := []*store.File{}
 	var dropped []string
-	for _, pf := range res.Files {
+	for _, pf := range files {
 		name := sanitizePath(pf.Path)
+		if f, ok := lv.alreadyShown(name, pf.Content); ok {
+			out.files = append(out.files, f) // stored when the run showed it
+			continue
+		}
 		old := byName[name]
 		if count-len(old) >= s.limits.MaxFilesPerSession {
 			dropped = append(dropped, name)
@@ -248,23 +298,28 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, res *executor.Res
 				dropped = append(dropped, name)
 				continue
 			}
-			return nil, fmt.Errorf("save file: %w", err)
+			return out, fmt.Errorf("save file: %w", err)
 		}
 		for _, id := range old {
 			if err := s.store.DeleteFile(ctx, sid, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, fmt.Errorf("replace file: %w", err)
+				return out, fmt.Errorf("replace file: %w", err)
 			}
 		}
 		// An earlier output of this run may be what was replaced: report only files that exist.
-		saved = slices.DeleteFunc(saved, func(f *store.File) bool { return slices.Contains(old, f.ID) })
+		out.files = slices.DeleteFunc(out.files, func(f *store.File) bool { return slices.Contains(old, f.ID) })
 		count += 1 - len(old)
 		byName[name] = []string{f.ID}
-		saved = append(saved, f)
+		out.files = append(out.files, f)
 	}
 	if len(dropped) > 0 {
-		res.Stderr += fmt.Sprintf("\n[kiln] not kept (session file limit of %d or file size limit): %s\n",
+		out.dropped = fmt.Sprintf("not kept (session file limit of %d or file size limit): %s",
 			s.limits.MaxFilesPerSession, strings.Join(dropped, ", "))
-		res.Truncated = true
 	}
-	return saved, nil
+	return out, nil
+}
+
+// savedOutputs is what saveOutputs kept, and what it could not keep.
+type savedOutputs struct {
+	files   []*store.File
+	dropped string // "" when everything was kept
 }

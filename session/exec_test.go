@@ -2,6 +2,10 @@ package session
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/store"
 )
 
 func TestExecChoosesSession(t *testing.T) {
@@ -553,5 +558,96 @@ func TestExecStatelessWithoutFilesStoresNothing(t *testing.T) {
 	}
 	if string(res.State) != "NEW" {
 		t.Errorf("result state = %q, want NEW", res.State)
+	}
+}
+
+// failingFiles is a store whose file writes fail as an outage would.
+type failingFiles struct{ *spyStore }
+
+func (f failingFiles) PutFile(context.Context, *store.File, []byte) error {
+	return errors.New("disk on fire")
+}
+
+// TestExecHandsTheSandboxBack checks who releases a run's sandbox: the caller, once it
+// has answered, when Exec succeeds; Exec itself when it fails after the run.
+func TestExecHandsTheSandboxBack(t *testing.T) {
+	for _, failSave := range []bool{false, true} {
+		t.Run(fmt.Sprintf("save fails %v", failSave), func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			released := 0
+			run := RunnerFunc(func(context.Context, executor.Request) (*executor.Result, error) {
+				res := &executor.Result{Status: executor.StatusOK, Files: []protocol.File{{Path: "out.txt", Content: []byte("x")}}}
+				res.SetRelease(func() { released++ })
+				return res, nil
+			})
+			var st store.Store = e.st
+			if failSave {
+				st = failingFiles{e.st}
+			}
+			svc := New(Config{Store: st, Runner: run, Validate: validateCode, Limits: testLimits, Log: slog.New(slog.DiscardHandler)})
+			res, err := svc.Exec(t.Context(), alice, execReq())
+			if failSave {
+				if err == nil || released != 1 {
+					t.Errorf("got error %v and %d releases, want an error and 1 release", err, released)
+				}
+				return
+			}
+			if err != nil || released != 0 {
+				t.Fatalf("got error %v and %d releases, want no error and the sandbox still held", err, released)
+			}
+			res.Release()
+			if released != 1 {
+				t.Errorf("after Release: got %d releases, want 1", released)
+			}
+		})
+	}
+}
+
+// TestExecEvents checks what a caller hears while a run goes: the start with the
+// session the run will have (a new one here), the output, and each figure stored at
+// once and not stored again from the result.
+func TestExecEvents(t *testing.T) {
+	e := newEnv(t, testLimits)
+	png := []byte("\x89PNG figure")
+	var stored *store.File
+	run := RunnerFunc(func(ctx context.Context, req executor.Request) (*executor.Result, error) {
+		req.OnStart()
+		req.OnEvent(protocol.Event{Type: protocol.EventOutput, Stream: "stdout", Text: "a\n"})
+		req.OnEvent(protocol.Event{Type: protocol.EventDisplay, Name: "figure-1.png", MIME: "image/png", Data: png})
+		return &executor.Result{Status: executor.StatusOK, Stdout: "a\n", ExecutionID: req.ExecutionID,
+			Files: []protocol.File{{Path: "figure-1.png", Content: png}, {Path: "out.txt", Content: []byte("o")}}}, nil
+	})
+	svc := New(Config{Store: e.st, Runner: run, Validate: validateCode, Limits: testLimits, Log: slog.New(slog.DiscardHandler)})
+	var got []Event
+	req := execReq()
+	req.Events = func(ev Event) {
+		got = append(got, ev)
+		if ev.Type == EventDisplay {
+			stored = ev.File
+		}
+	}
+	res, err := svc.Exec(t.Context(), alice, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Type != EventStart || got[1].Type != EventStdout || got[1].Text != "a\n" || got[2].Type != EventDisplay {
+		t.Fatalf("got events %+v, want start, stdout, display", got)
+	}
+	if got[0].SessionID != res.Session.ID || got[0].ExecutionID == "" || got[0].ExecutionID != res.ExecutionID {
+		t.Errorf("start named session %q execution %q, want the run's %q and %q", got[0].SessionID, got[0].ExecutionID, res.Session.ID, res.ExecutionID)
+	}
+	if stored == nil || stored.SessionID != res.Session.ID || stored.Name != "figure-1.png" || stored.Size != int64(len(png)) {
+		t.Fatalf("display file %+v, want figure-1.png stored in the run's session", stored)
+	}
+	if len(res.Files) != 2 || res.Files[0].ID != stored.ID || res.Files[1].Name != "out.txt" {
+		t.Errorf("result files %+v, want the shown figure (same id) and out.txt", res.Files)
+	}
+	all, err := e.st.Files(t.Context(), res.Session.ID)
+	if err != nil || len(all) != 2 {
+		t.Errorf("session holds %d files (%v), want 2: the figure once, and out.txt", len(all), err)
+	}
+	_, data, err := e.st.File(t.Context(), res.Session.ID, stored.ID)
+	if err != nil || !bytes.Equal(data, png) {
+		t.Errorf("stored figure = %q, %v; want the PNG", data, err)
 	}
 }

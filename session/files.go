@@ -28,7 +28,7 @@ func (s *Service) Upload(ctx context.Context, c Caller, entity string, uploads [
 			return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", SanitizeName(u.Name), s.limits.MaxFileBytes)
 		}
 	}
-	sess, err := s.newSession(ctx, c, entity)
+	sess, err := s.newSession(ctx, c, kiln.NewID(), entity)
 	if err != nil {
 		return nil, nil, err
 	}

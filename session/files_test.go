@@ -266,7 +266,7 @@ func TestPutState(t *testing.T) {
 			sess := e.session(t, alice, "")
 			e.putState(t, sess.ID, "OLD")
 			checked := false
-			check := func(blob []byte) error {
+			e.checkState = func(blob []byte) error {
 				checked = true
 				if string(blob) != "NEW" {
 					return errors.New("check got the wrong blob")
@@ -274,7 +274,7 @@ func TestPutState(t *testing.T) {
 				return tt.checkErr
 			}
 
-			got, err := e.svc.PutState(t.Context(), tt.caller, sess.ID, []byte("NEW"), check)
+			got, err := e.svc.PutState(t.Context(), tt.caller, sess.ID, []byte("NEW"))
 			if checked != tt.wantCheck {
 				t.Errorf("blob checked = %v, want %v", checked, tt.wantCheck)
 			}

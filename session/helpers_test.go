@@ -99,7 +99,7 @@ func (s *spyStore) puts() int {
 	return s.statePuts
 }
 
-// validateCode is the tests' Validator: it refuses empty code, as the executor does.
+// validateCode is the tests' Config.Validate: it refuses empty code, as the executor does.
 func validateCode(req *executor.Request) error {
 	if strings.TrimSpace(req.Code) == "" {
 		return kiln.Errorf(kiln.CodeInvalid, "code is empty")
@@ -112,6 +112,8 @@ type testEnv struct {
 	st  *spyStore
 	run *fakeRunner
 	dir string
+	// checkState is what the Service checks a put state blob with; it accepts any.
+	checkState func(blob []byte) error
 }
 
 // newEnv returns a Service over a fresh disk store and a fake runner that succeeds.
@@ -125,14 +127,18 @@ func newEnv(t *testing.T, limits Limits) *testEnv {
 	t.Cleanup(func() { d.Close() })
 	st := &spyStore{Store: d}
 	run := &fakeRunner{result: executor.Result{Status: executor.StatusOK, Stdout: "out\n"}}
-	svc := New(st, run, validateCode, limits, slog.New(slog.DiscardHandler))
-	return &testEnv{svc: svc, st: st, run: run, dir: dir}
+	e := &testEnv{st: st, run: run, dir: dir, checkState: func([]byte) error { return nil }}
+	e.svc = New(Config{
+		Store: st, Runner: run, Validate: validateCode, Limits: limits, Log: slog.New(slog.DiscardHandler),
+		CheckState: func(blob []byte) error { return e.checkState(blob) },
+	})
+	return e
 }
 
 // session creates a live session for c.
 func (e *testEnv) session(t *testing.T, c Caller, entity string) *store.Session {
 	t.Helper()
-	sess, err := e.svc.newSession(t.Context(), c, entity)
+	sess, err := e.svc.newSession(t.Context(), c, kiln.NewID(), entity)
 	if err != nil {
 		t.Fatalf("newSession: %v", err)
 	}

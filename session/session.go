@@ -17,13 +17,19 @@ import (
 	"github.com/kilnsh/kiln/store"
 )
 
-// Runner runs one execution.
+// Runner runs one execution; *executor.Executor implements it, and kiln's metrics wrap
+// it. A Result it returns holds its sandbox until Result.Release.
 type Runner interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 }
 
-// Validator checks and normalises a request without running it.
-type Validator func(req *executor.Request) error
+// RunnerFunc adapts a function to a Runner.
+type RunnerFunc func(ctx context.Context, req executor.Request) (*executor.Result, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	return f(ctx, req)
+}
 
 // Caller is who asks: the fingerprint of their API key ("" when auth is off) and the
 // user id their client named, if any.
@@ -49,20 +55,39 @@ type Limits struct {
 	MaxFilesPerSession int
 }
 
-// Service is the session layer.
-type Service struct {
-	store    store.Store
-	run      Runner
-	validate Validator
-	limits   Limits
-	log      *slog.Logger
-	now      func() time.Time
+// Config is what a Service needs.
+type Config struct {
+	Store  store.Store
+	Runner Runner
+	// Validate checks and normalises an execution before any session is touched, so
+	// that a request that will be refused leaves nothing behind.
+	Validate func(req *executor.Request) error
+	// CheckState checks a state blob a client puts into a session, without unpickling it.
+	CheckState func(blob []byte) error
+	// Cancel interrupts the running execution id when owner (a caller's key) started it.
+	Cancel func(id, owner string) error
+	Limits Limits
+	Log    *slog.Logger
 }
 
-// New returns a Service. validate is called before any session is touched, so that a
-// request that will be refused leaves nothing behind.
-func New(st store.Store, run Runner, validate Validator, limits Limits, log *slog.Logger) *Service {
-	return &Service{store: st, run: run, validate: validate, limits: limits, log: log, now: time.Now}
+// Service is the session layer.
+type Service struct {
+	store      store.Store
+	run        Runner
+	validate   func(req *executor.Request) error
+	checkState func(blob []byte) error
+	cancel     func(id, owner string) error
+	limits     Limits
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	return &Service{
+		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
+		limits: cfg.Limits, log: cfg.Log, now: time.Now,
+	}
 }
 
 // errNotFound is what a caller sees for anything missing or not theirs.
@@ -96,10 +121,10 @@ func (s *Service) DeleteSession(ctx context.Context, c Caller, id string) error 
 	return nil
 }
 
-// newSession creates an empty session for the caller.
-func (s *Service) newSession(ctx context.Context, c Caller, entity string) (*store.Session, error) {
+// newSession creates an empty session with id for the caller.
+func (s *Service) newSession(ctx context.Context, c Caller, id, entity string) (*store.Session, error) {
 	now := s.now()
-	sess := &store.Session{ID: kiln.NewID(), Owner: c.owner(), EntityID: entity, CreatedAt: now, LastUsedAt: now}
+	sess := &store.Session{ID: id, Owner: c.owner(), EntityID: entity, CreatedAt: now, LastUsedAt: now}
 	if err := s.store.CreateSession(ctx, sess); err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}

@@ -243,7 +243,7 @@ var accessOps = []struct {
 		return err
 	}},
 	{"PutState", func(ctx context.Context, fx *fixture, c Caller) error {
-		_, err := fx.e.svc.PutState(ctx, c, fx.sid, []byte("OTHER"), func([]byte) error { return nil })
+		_, err := fx.e.svc.PutState(ctx, c, fx.sid, []byte("OTHER"))
 		return err
 	}},
 	{"DeleteState", func(ctx context.Context, fx *fixture, c Caller) error {

@@ -8,9 +8,6 @@ import (
 	"github.com/kilnsh/kiln/store"
 )
 
-// StateChecker validates a state blob without unpickling it.
-type StateChecker func(blob []byte) error
-
 // State returns a session's state blob and the session.
 func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *store.Session, error) {
 	sess, err := s.Session(ctx, c, sid)
@@ -28,12 +25,12 @@ func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *sto
 }
 
 // PutState makes blob, checked first, the state of a session the caller owns.
-func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byte, check StateChecker) (*store.Session, error) {
+func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byte) (*store.Session, error) {
 	sess, err := s.Session(ctx, c, sid)
 	if err != nil {
 		return nil, err
 	}
-	if err := check(blob); err != nil {
+	if err := s.checkState(blob); err != nil {
 		return nil, err
 	}
 	if err := s.store.PutState(ctx, sess.ID, blob); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,15 +48,17 @@ type Disk struct {
 	ttl   time.Duration
 	locks [lockStripes]sync.RWMutex
 
-	mu    sync.Mutex // guards index and byKey
-	index map[string]indexEntry
-	byKey map[ownerEntity]map[string]struct{}
+	mu      sync.Mutex // guards index, byKey and byOwner
+	index   map[string]indexEntry
+	byKey   map[ownerEntity]map[string]struct{}
+	byOwner map[string]map[string]struct{}
 }
 
 type ownerEntity struct{ owner, entity string }
 
 type indexEntry struct {
 	key      ownerEntity
+	created  time.Time
 	lastUsed time.Time
 }
 
@@ -67,10 +71,11 @@ func OpenDisk(dir string, ttl time.Duration) (*Disk, error) {
 		return nil, fmt.Errorf("open disk store: ttl %v is not positive", ttl)
 	}
 	d := &Disk{
-		root:  filepath.Join(dir, sessionsDir),
-		ttl:   ttl,
-		index: make(map[string]indexEntry),
-		byKey: make(map[ownerEntity]map[string]struct{}),
+		root:    filepath.Join(dir, sessionsDir),
+		ttl:     ttl,
+		index:   make(map[string]indexEntry),
+		byKey:   make(map[ownerEntity]map[string]struct{}),
+		byOwner: make(map[string]map[string]struct{}),
 	}
 	if err := os.MkdirAll(d.root, 0o700); err != nil {
 		return nil, fmt.Errorf("open disk store: %w", err)
@@ -231,6 +236,38 @@ func (d *Disk) LatestSession(ctx context.Context, owner, entityID string) (*Sess
 	return d.Session(ctx, best)
 }
 
+// OwnerSessions implements Store.
+func (d *Disk) OwnerSessions(ctx context.Context, owner string, offset, limit int) ([]*Session, error) {
+	type entry struct {
+		id      string
+		created time.Time
+	}
+	d.mu.Lock()
+	all := make([]entry, 0, len(d.byOwner[owner]))
+	for id := range d.byOwner[owner] {
+		all = append(all, entry{id, d.index[id].created})
+	}
+	d.mu.Unlock()
+	slices.SortFunc(all, func(a, b entry) int {
+		return cmp.Or(b.created.Compare(a.created), cmp.Compare(b.id, a.id))
+	})
+	out := []*Session{}
+	for _, e := range all[min(max(offset, 0), len(all)):] {
+		if len(out) >= limit {
+			break
+		}
+		s, err := d.Session(ctx, e.id)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // TouchSession implements Store.
 func (d *Disk) TouchSession(ctx context.Context, id string, at time.Time) error {
 	if !validIDs(id) {
@@ -336,11 +373,15 @@ func (d *Disk) indexPut(rec *sessionRecord) {
 	key := ownerEntity{string(rec.Owner), string(rec.EntityID)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.index[rec.ID] = indexEntry{key: key, lastUsed: rec.LastUsedAt}
+	d.index[rec.ID] = indexEntry{key: key, created: rec.CreatedAt, lastUsed: rec.LastUsedAt}
 	if d.byKey[key] == nil {
 		d.byKey[key] = make(map[string]struct{})
 	}
 	d.byKey[key][rec.ID] = struct{}{}
+	if d.byOwner[key.owner] == nil {
+		d.byOwner[key.owner] = make(map[string]struct{})
+	}
+	d.byOwner[key.owner][rec.ID] = struct{}{}
 }
 
 func (d *Disk) indexDelete(id string) {
@@ -354,6 +395,10 @@ func (d *Disk) indexDelete(id string) {
 	delete(d.byKey[e.key], id)
 	if len(d.byKey[e.key]) == 0 {
 		delete(d.byKey, e.key)
+	}
+	delete(d.byOwner[e.key.owner], id)
+	if len(d.byOwner[e.key.owner]) == 0 {
+		delete(d.byOwner, e.key.owner)
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 //	s:<id>:state    the state blob
 //	s:<id>:files    hash: file id → fileRecord JSON
 //	s:<id>:data     hash: file id → the file's bytes
+//	owner:<hash>    sorted set of the session ids of one owner, by creation;
+//	                <hash> is a SHA-256 of the owner
 //	latest:<hash>   sorted set of the session ids of one owner and entity, by last use;
 //	                <hash> is a SHA-256 of the owner and entity, which may hold any bytes
 //	expiry          sorted set of all session ids, by expiry time, for Sweep
@@ -111,6 +113,12 @@ func (r *Redis) latestKey(owner, entity string) string {
 	return r.prefix + "latest:" + hex.EncodeToString(h.Sum(nil))
 }
 
+// ownerKey names the index of one owner's sessions.
+func (r *Redis) ownerKey(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return r.prefix + "owner:" + hex.EncodeToString(sum[:])
+}
+
 func (r *Redis) ttlMillis() int64 { return r.ttl.Milliseconds() }
 
 func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
@@ -131,7 +139,7 @@ func (r *Redis) CreateSession(ctx context.Context, s *Session) error {
 	}
 	now := time.Now()
 	created, used := normTime(s.CreatedAt, now), normTime(s.LastUsedAt, now)
-	keys := append(r.keys(s.ID), r.latestKey(s.Owner, s.EntityID))
+	keys := append(r.keys(s.ID), r.latestKey(s.Owner, s.EntityID), r.ownerKey(s.Owner))
 	ok, err := r.run(ctx, scriptCreate, keys,
 		s.ID, s.Owner, s.EntityID, micros(created), micros(used), micros(used.Add(r.ttl)), r.ttlMillis())
 	if err != nil {
@@ -194,7 +202,7 @@ func parseMicros(v string) (time.Time, error) {
 func (r *Redis) LatestSession(ctx context.Context, owner, entityID string) (*Session, error) {
 	key := r.latestKey(owner, entityID)
 	for range 100 {
-		ids, err := r.client.ZRevRange(ctx, key, 0, 0).Result()
+		ids, err := r.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: 0, Stop: 0, Rev: true}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("latest session: %w", err)
 		}
@@ -210,6 +218,44 @@ func (r *Redis) LatestSession(ctx context.Context, owner, entityID string) (*Ses
 		}
 	}
 	return nil, ErrNotFound
+}
+
+// OwnerSessions implements Store. Ids of equal creation times come in descending order,
+// as Redis sorts them. Index entries whose session Redis expired are removed on the
+// way, which moves later pages up.
+func (r *Redis) OwnerSessions(ctx context.Context, owner string, offset, limit int) ([]*Session, error) {
+	key := r.ownerKey(owner)
+	out := []*Session{}
+	for limit > 0 {
+		ids, err := r.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: offset, Stop: offset + limit - 1, Rev: true}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("owner sessions: %w", err)
+		}
+		if len(ids) == 0 {
+			return out, nil
+		}
+		gone := 0
+		for _, id := range ids {
+			s, err := r.Session(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				if err := r.client.ZRem(ctx, key, id).Err(); err != nil {
+					return nil, fmt.Errorf("owner sessions: %w", err)
+				}
+				gone++
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		offset += len(ids) - gone
+		limit -= len(ids) - gone
+		if gone == 0 {
+			return out, nil
+		}
+	}
+	return out, nil
 }
 
 // TouchSession implements Store.

@@ -12,16 +12,19 @@ local function refresh(ttl)
   for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
   local lk = redis.call('HGET', KEYS[1], 'lk')
   if lk then redis.call('PEXPIRE', lk, ttl) end
+  local ok = redis.call('HGET', KEYS[1], 'ok')
+  if ok then redis.call('PEXPIRE', ok, ttl) end
 end
 `
 
-// luaCreate: KEYS[6] is the owner/entity index; ARGV id, owner, entity, created µs,
+// luaCreate: KEYS[6] is the owner/entity index, KEYS[7] the owner index; ARGV id, owner, entity, created µs,
 // used µs, expires µs, ttl ms. Returns 0 when the id is taken.
 const luaCreate = luaRefresh + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'entity', ARGV[3], 'created', ARGV[4], 'used', ARGV[5], 'lk', KEYS[6])
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'entity', ARGV[3], 'created', ARGV[4], 'used', ARGV[5], 'lk', KEYS[6], 'ok', KEYS[7])
 redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1])
+redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[6], ARGV[1])
 refresh(ARGV[7])
 return 1
@@ -46,6 +49,8 @@ const luaDelete = `
 local lk = redis.call('HGET', KEYS[1], 'lk')
 if not lk then return 0 end
 redis.call('ZREM', lk, ARGV[1])
+local ok = redis.call('HGET', KEYS[1], 'ok')
+if ok then redis.call('ZREM', ok, ARGV[1]) end
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return 1
@@ -92,6 +97,8 @@ for _, id in ipairs(ids) do
   local meta = ARGV[3] .. 's:' .. id
   local lk = redis.call('HGET', meta, 'lk')
   if lk then redis.call('ZREM', lk, id) end
+  local ok = redis.call('HGET', meta, 'ok')
+  if ok then redis.call('ZREM', ok, id) end
   redis.call('DEL', meta, meta .. ':state', meta .. ':files', meta .. ':data')
   redis.call('ZREM', KEYS[1], id)
 end

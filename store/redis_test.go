@@ -155,8 +155,8 @@ func TestRedisExpiresKeys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("KeyTTLs: %v", err)
 	}
-	if len(ttls) != 6 { // meta, state, files, data, latest, expiry
-		t.Errorf("keys = %v, want 6", ttls)
+	if len(ttls) != 7 { // meta, state, files, data, latest, owner, expiry
+		t.Errorf("keys = %v, want 7", ttls)
 	}
 	for k, d := range ttls {
 		if strings.Contains(k, sess.Owner) {

@@ -68,6 +68,9 @@ type Store interface {
 	Session(ctx context.Context, id string) (*Session, error)
 	// LatestSession returns the most recently used session created by owner for entityID.
 	LatestSession(ctx context.Context, owner, entityID string) (*Session, error)
+	// OwnerSessions returns up to limit sessions created by owner, newest first (by
+	// CreatedAt, then ID, both descending), after skipping offset of them.
+	OwnerSessions(ctx context.Context, owner string, offset, limit int) ([]*Session, error)
 	// TouchSession records a use of the session at the given time, which extends its
 	// expiry. LastUsedAt never moves backwards.
 	TouchSession(ctx context.Context, id string, at time.Time) error

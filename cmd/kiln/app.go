@@ -8,12 +8,13 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/health"
+	"github.com/kilnsh/kiln/mcp"
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/pool"
 	"github.com/kilnsh/kiln/session"
@@ -32,10 +33,10 @@ type Main struct {
 	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx    context.Context    // governs them
 	stopBg   context.CancelFunc // stops them
+	exec     *executor.Executor
+	mcp      *mcp.Handler
 	server   *http.Server
 	listener net.Listener
-	draining atomic.Bool
-	inflight inflight // executions under way, for the drain
 	served   chan error
 
 	closeOnce sync.Once
@@ -55,7 +56,7 @@ func (m *Main) Addr() string { return m.listener.Addr().String() }
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.cfg
 	limits := m.limits()
-	dc, err := docker.New(m.log, maxFrameBytes(limits))
+	dc, err := docker.New(m.log, frameLimits(limits))
 	if err != nil {
 		return err
 	}
@@ -93,12 +94,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
-	m.startReaper()
-	exec := executor.New(poolAdapter{m.pool}, limits, m.log)
-	runner := met.Observe(drainGuard{m: m, next: exec})
-	sessions := session.New(m.store, runner, exec.Validate, session.Limits{
-		MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
-	}, m.log)
+	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pool.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
+	m.exec = executor.New(poolAdapter{m.pool}, limits, m.log)
+	sessions := session.New(session.Config{
+		Store:      m.store,
+		Runner:     met.Observe(m.exec),
+		Validate:   m.exec.Validate,
+		CheckState: func(blob []byte) error { return executor.CheckState(blob, limits.MaxStateBytes, limits.MaxStateRaw) },
+		Cancel:     m.exec.Cancel,
+		Limits:     session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession},
+		Log:        m.log,
+	})
 	keys := api.NewKeys(cfg.APIKeys)
 	if !keys.Enabled() {
 		m.log.Warn("no API_KEYS configured: authentication is off; anyone who reaches this port can run code")
@@ -108,11 +114,22 @@ func (m *Main) Run(ctx context.Context) error {
 		// the default, a run that forks can take the whole sandbox down.
 		m.log.Warn("SANDBOX_MEMORY_MB is below 512 under gVisor; see docs/security.md", "memory_mb", cfg.SandboxMemoryMB)
 	}
+	m.mcp = mcp.New(mcp.Config{
+		Sessions: sessions,
+		Caller: func(r *http.Request) mcp.Caller {
+			return mcp.Caller{Caller: api.CallerFrom(r.Context()), Acquire: api.RunSlots(r.Context())}
+		},
+		Log:         m.log,
+		IdleTimeout: time.Duration(cfg.MCPIdleMinutes) * time.Minute,
+	})
 	handler := api.New(api.Config{
-		Keys:           keys,
-		Runner:         runner,
-		Sessions:       sessions,
-		Health:         &health{m: m, keys: keys},
+		Keys:     keys,
+		Sessions: sessions,
+		Health: &health.Checker{
+			Daemon: dc, Pool: m.pool, Executor: m.exec,
+			Image: cfg.SandboxImage, Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
+			Store: m.storeKind(), Auth: keys.Enabled(),
+		},
 		Log:            m.log,
 		Limits:         limits,
 		MaxBodyBytes:   maxBodyBytes(limits),
@@ -122,6 +139,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Metrics:        met.Handler(),
 		Stats:          met,
 		RateLimit:      api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
+		MCP:            m.mcp,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -148,21 +166,23 @@ func (m *Main) Run(ctx context.Context) error {
 // then removes every sandbox the pool owns. It is idempotent.
 func (m *Main) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
-		m.draining.Store(true)
 		var errs []error
 		if m.server != nil {
 			grace := time.Duration(m.cfg.ShutdownGraceSeconds) * time.Second
 			sctx, cancel := context.WithTimeout(ctx, grace)
 			// The listener stays open while executions finish, so that new ones are
-			// answered 503 (drainGuard) rather than refused; then Shutdown closes it
-			// and waits for the remaining handlers within what is left of the grace.
+			// answered 503 by the draining executor rather than refused; then Shutdown
+			// closes it and waits for the remaining handlers within what is left of
+			// the grace.
 			m.server.SetKeepAlivesEnabled(false)
-			if n := m.inflight.count(); n > 0 {
+			if n := m.exec.Running(); n > 0 {
 				m.log.Info("waiting for in-flight executions", "count", n)
 			}
-			if err := m.inflight.wait(sctx); err != nil {
-				m.log.Warn("grace period over with executions still running", "count", m.inflight.count())
+			if err := m.exec.Drain(sctx); err != nil {
+				m.log.Warn("grace period over with executions still running", "count", m.exec.Running())
 			}
+			// MCP sessions hold event streams open; ending them lets Shutdown finish.
+			m.mcp.Close()
 			if err := m.server.Shutdown(sctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 				_ = m.server.Close()
@@ -275,18 +295,22 @@ func (m *Main) limits() executor.Limits {
 		MinTimeout:     time.Duration(c.MinTimeoutMS) * time.Millisecond,
 		MaxTimeout:     time.Duration(c.MaxTimeoutMS) * time.Millisecond,
 		Grace:          time.Duration(c.TimeoutGraceMS) * time.Millisecond,
+		InterruptGrace: time.Duration(c.InterruptGraceMS) * time.Millisecond,
+		Figures:        c.AutoFigures,
 		RetryAfter:     max(1, int(c.QueueTimeoutSeconds/2)),
 		CaptureOnError: c.StateCaptureOnError,
 	}
 }
 
-// maxFrameBytes bounds one response frame: two capped outputs and a result (each at
-// most 3x their cap once invalid UTF-8 is replaced), the state and the files, all as
-// base64, plus room for the JSON around them.
-func maxFrameBytes(l executor.Limits) int {
-	out := 3 * 3 * l.MaxOutputBytes
-	blobs := (l.MaxStateBytes + int64(l.MaxFiles)*l.MaxFileBytes) * 4 / 3
-	return int(out + blobs + 1<<20)
+// frameLimits bound one response frame. Its header holds two capped outputs and a
+// result, each at most 6 times its cap once JSON-escaped (\u0000 for one byte), and the
+// files' paths; its payloads are the state and the files, raw.
+func frameLimits(l executor.Limits) docker.FrameLimits {
+	const perPath = 32 << 10 // a path of 4096 bytes, JSON-escaped, and its size
+	return docker.FrameLimits{
+		Header: int(3*6*l.MaxOutputBytes + int64(l.MaxFiles)*perPath + 1<<20),
+		Binary: l.MaxStateBytes + int64(l.MaxFiles)*l.MaxFileBytes,
+	}
 }
 
 // maxBodyBytes bounds a JSON request body: code, a state blob and input files (as
@@ -322,63 +346,3 @@ func (a poolAdapter) Checkout(ctx context.Context) (executor.Sandbox, error) {
 }
 
 func (a poolAdapter) Release(sb executor.Sandbox) { a.p.Release(sb.(*docker.Sandbox)) }
-
-// drainGuard refuses new executions once shutdown has begun.
-type drainGuard struct {
-	m    *Main
-	next api.Runner
-}
-
-func (d drainGuard) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
-	// Counted before the check: Close sets draining before it waits for the count, so
-	// an execution that passes the check is always waited for.
-	d.m.inflight.add(1)
-	defer d.m.inflight.add(-1)
-	if d.m.draining.Load() {
-		return nil, errShuttingDown
-	}
-	return d.next.Run(ctx, req)
-}
-
-// inflight counts executions under way and lets Close wait until there are none.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while nobody waits
-}
-
-func (f *inflight) add(delta int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n += delta
-	if f.n == 0 && f.idle != nil {
-		close(f.idle)
-		f.idle = nil
-	}
-}
-
-func (f *inflight) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
-}
-
-// wait returns nil once nothing is in flight, or ctx's error.
-func (f *inflight) wait(ctx context.Context) error {
-	f.mu.Lock()
-	if f.n == 0 {
-		f.mu.Unlock()
-		return nil
-	}
-	if f.idle == nil {
-		f.idle = make(chan struct{})
-	}
-	idle := f.idle
-	f.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

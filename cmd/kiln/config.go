@@ -41,6 +41,8 @@ type Config struct {
 	MinTimeoutMS        int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
 	MaxTimeoutMS        int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
 	TimeoutGraceMS      int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
+	InterruptGraceMS    int64 `envconfig:"INTERRUPT_GRACE_MS" default:"2000"`
+	AutoFigures         bool  `envconfig:"AUTO_FIGURES" default:"true"`
 	MaxCodeKB           int   `envconfig:"MAX_CODE_KB" default:"512"`
 	MaxOutputKB         int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
 	StateMaxSizeMB      int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
@@ -59,6 +61,8 @@ type Config struct {
 
 	RateLimitPerMinute  int `envconfig:"RATE_LIMIT_PER_MINUTE" default:"0"`
 	MaxConcurrentPerKey int `envconfig:"MAX_CONCURRENT_PER_KEY" default:"0"`
+	// MCPIdleMinutes closes an MCP session (/mcp) that has seen no request for so long.
+	MCPIdleMinutes int `envconfig:"MCP_IDLE_MINUTES" default:"30"`
 }
 
 // LoadConfig reads the environment and checks every value, naming the variable at
@@ -113,6 +117,7 @@ func (c Config) Validate() error {
 	check(c.MinTimeoutMS >= 1 && c.MinTimeoutMS <= c.MaxTimeoutMS, "MIN_TIMEOUT_MS must be at least 1 and at most MAX_TIMEOUT_MS")
 	check(c.DefaultTimeoutMS >= c.MinTimeoutMS && c.DefaultTimeoutMS <= c.MaxTimeoutMS, "DEFAULT_TIMEOUT_MS must lie between MIN_TIMEOUT_MS and MAX_TIMEOUT_MS")
 	check(c.TimeoutGraceMS >= 100, "TIMEOUT_GRACE_MS must be at least 100, got %d", c.TimeoutGraceMS)
+	check(c.InterruptGraceMS >= 100, "INTERRUPT_GRACE_MS must be at least 100, got %d", c.InterruptGraceMS)
 	check(c.MaxCodeKB >= 1, "MAX_CODE_KB must be at least 1")
 	check(c.MaxOutputKB >= 1, "MAX_OUTPUT_KB must be at least 1")
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB must be at least 1 and STATE_MAX_RAW_MB at least as large")
@@ -124,6 +129,7 @@ func (c Config) Validate() error {
 	check(c.RedisURL != "" || c.DataDir != "", "DATA_DIR must not be empty when REDIS_URL is not set")
 	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
 	check(c.RateLimitPerMinute >= 0, "RATE_LIMIT_PER_MINUTE must not be negative (0 turns it off), got %d", c.RateLimitPerMinute)
+	check(c.MCPIdleMinutes >= 1, "MCP_IDLE_MINUTES must be at least 1, got %d", c.MCPIdleMinutes)
 	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)

@@ -57,6 +57,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"REPL_WARMUP_TIMEOUT_SECONDS", c.WarmupTimeoutSecs, 60},
 		{"DEFAULT_TIMEOUT_MS", c.DefaultTimeoutMS, int64(30000)},
 		{"MIN_TIMEOUT_MS", c.MinTimeoutMS, int64(100)},
+		{"INTERRUPT_GRACE_MS", c.InterruptGraceMS, int64(2000)},
+		{"AUTO_FIGURES", c.AutoFigures, true},
 		{"MAX_TIMEOUT_MS", c.MaxTimeoutMS, int64(300000)},
 		{"STATE_CAPTURE_ON_ERROR", c.StateCaptureOnError, false},
 		{"INSTANCE_ID is the host name", c.InstanceID, host},

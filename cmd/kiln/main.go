@@ -17,6 +17,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(healthcheck())
 	}
+	if len(os.Args) > 1 && os.Args[1] == "mcp" {
+		os.Exit(mcpCommand(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	cfg, err := LoadConfig()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kiln: invalid configuration:\n%v\n", err)

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +192,66 @@ func testLatestOwners(t *testing.T, s store.Store) {
 		if got.ID != ids[i] || got.Owner != p.owner || got.EntityID != p.entity {
 			t.Errorf("LatestSession(%q, %q) = %s of %q %q, want %s", p.owner, p.entity, got.ID, got.Owner, got.EntityID, ids[i])
 		}
+	}
+}
+
+func testOwnerSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	t0 := baseTime()
+	var want []string // newest first
+	for i := range 5 {
+		sess := newSession(t, s, "alice", "e"+fmt.Sprint(i%2), t0.Add(time.Duration(i)*time.Second))
+		want = append([]string{sess.ID}, want...)
+	}
+	newSession(t, s, "alice\x00u", "e", t0.Add(time.Minute)) // another owner
+	newSession(t, s, "bob", "e", t0.Add(time.Minute))
+	// Touching an old session does not move it: the order is by creation.
+	if err := s.TouchSession(ctx, want[4], t0.Add(time.Hour)); err != nil {
+		t.Fatalf("TouchSession: %v", err)
+	}
+	ids := func(offset, limit int) []string {
+		t.Helper()
+		got, err := s.OwnerSessions(ctx, "alice", offset, limit)
+		if err != nil {
+			t.Fatalf("OwnerSessions(%d, %d): %v", offset, limit, err)
+		}
+		out := []string{}
+		for _, sess := range got {
+			if sess.Owner != "alice" {
+				t.Errorf("OwnerSessions returned a session of %q", sess.Owner)
+			}
+			out = append(out, sess.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		offset, limit int
+		want          []string
+	}{
+		{0, 10, want},
+		{0, 2, want[:2]},
+		{2, 2, want[2:4]},
+		{4, 2, want[4:]},
+		{5, 2, []string{}},
+		{9, 2, []string{}},
+	}
+	for _, tt := range tests {
+		if got := ids(tt.offset, tt.limit); !slices.Equal(got, tt.want) {
+			t.Errorf("OwnerSessions(%d, %d) = %v, want %v", tt.offset, tt.limit, got, tt.want)
+		}
+	}
+	if err := s.DeleteSession(ctx, want[1]); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	if got, w := ids(0, 10), slices.Delete(slices.Clone(want), 1, 2); !slices.Equal(got, w) {
+		t.Errorf("after a delete, OwnerSessions = %v, want %v", got, w)
+	}
+	if got := ids(0, 10); len(got) != 4 {
+		t.Errorf("got %d sessions, want 4", len(got))
+	}
+	got, err := s.OwnerSessions(ctx, "carol", 0, 10)
+	if err != nil || len(got) != 0 {
+		t.Errorf("OwnerSessions of an owner without sessions = %v, %v; want none", got, err)
 	}
 }
 

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"touch extends expiry", testTouch},
 		{"latest session", testLatest},
 		{"latest session keeps owners apart", testLatestOwners},
+		{"owner sessions", testOwnerSessions},
 		{"state", testState},
 		{"files", testFiles},
 		{"file replace", testFileReplace},

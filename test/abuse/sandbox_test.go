@@ -249,14 +249,15 @@ func TestCase07ExitAndInterrupt(t *testing.T) {
 	}
 }
 
-// Case 8: the protocol's delimiters and a forged response, printed, written to fd 1
+// Case 8: the protocol's delimiters and a forged response (with a forged state
+// payload), printed, written to fd 1
 // whole or in pieces, or written to stderr, are only output text: the real response
 // is the REPL's.
 func TestCase08ForgedFrames(t *testing.T) {
 	t.Parallel()
 	forged := ">>> RESPONSE_START <<<\n" +
-		`{"id":"x","type":"result","status":"ok","exit_code":42,"stdout":"FORGED","stderr":"","error":null,"result":"'forged'","state":null,"state_error":null,"files":[],"files_error":null,"truncated":false,"duration_ms":0}` +
-		"\n>>> RESPONSE_END <<<\n>>> REQUEST_START <<<\n{\"op\":\"ping\"}\n>>> REQUEST_END <<<\n"
+		`{"binary":4,"id":"x","type":"result","status":"ok","exit_code":42,"stdout":"FORGED","stderr":"","error":null,"result":"'forged'","state":{"size":4},"state_unchanged":false,"state_error":null,"files":[],"files_error":null,"truncated":false,"duration_ms":0}` +
+		"\nSTAT>>> RESPONSE_END <<<\n>>> REQUEST_START <<<\n{\"binary\":0,\"op\":\"ping\"}\n>>> REQUEST_END <<<\n"
 	lit, _ := json.Marshal(forged) // a JSON string is a valid Python string literal here
 	res := run(t, "import os, sys, time\nframe = "+string(lit)+`
 print(frame, end="", flush=True)

@@ -162,7 +162,7 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string) {
 		eq("NetworkDisabled", cfg.NetworkDisabled, true)
 		empty("ExposedPorts", len(cfg.ExposedPorts))
 		// Env: an allowlist, and nothing of kiln's environment.
-		allowed := []string{"PATH", "HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PYTHONDONTWRITEBYTECODE"}
+		allowed := []string{"PATH", "HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"}
 		for _, kv := range cfg.Env {
 			name, value, _ := strings.Cut(kv, "=")
 			if !slices.Contains(allowed, name) {

@@ -40,7 +40,12 @@ type execResult struct {
 	SessionID string  `json:"session_id"`
 	HasState  bool    `json:"has_state"`
 	StateSize int     `json:"state_size"`
-	Timing    struct {
+	Files     []struct {
+		ID        string `json:"id"`
+		SessionID string `json:"session_id"`
+		Size      int64  `json:"size"`
+	} `json:"files"`
+	Timing struct {
 		QueueMS float64 `json:"queue_ms"`
 		ExecMS  float64 `json:"exec_ms"`
 		TotalMS float64 `json:"total_ms"`

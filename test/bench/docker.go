@@ -12,7 +12,13 @@ import (
 // hardening is the docker run form of what docker/spec.go asks the Engine API for
 // (with kiln's default sizes), so that a cold run pays for the same sandbox.
 func hardening(image string, env []string, entrypoint string, args ...string) []string {
-	a := []string{"run", "--rm", "-i", "--init", "--network", "none", "--read-only",
+	return append([]string{"run", "--rm"}, sandboxFlags(image, env, entrypoint, args...)...)
+}
+
+// sandboxFlags are the flags of hardening, shared by docker run and docker create, then
+// the image and its arguments.
+func sandboxFlags(image string, env []string, entrypoint string, args ...string) []string {
+	a := []string{"-i", "--init", "--network", "none", "--read-only",
 		"--hostname", "sandbox", "--workdir", "/mnt/data", "--user", "10001:10001",
 		"--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=64m,nr_inodes=4096,mode=1777",
 		"--tmpfs", "/mnt/data:rw,exec,nosuid,nodev,size=256m,nr_inodes=4096,uid=10001,gid=10001",
@@ -21,7 +27,7 @@ func hardening(image string, env []string, entrypoint string, args ...string) []
 		"--ulimit", "nofile=1024:1024", "--ulimit", "fsize=268435456:268435456", "--ulimit", "core=0:0",
 		"--log-driver", "none", "--label", "kiln.bench=true",
 		"--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8", "--env", "MPLBACKEND=Agg",
+		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8",
 		"--env", "PYTHONDONTWRITEBYTECODE=1"}
 	for _, e := range env {
 		a = append(a, "--env", e)
@@ -32,9 +38,10 @@ func hardening(image string, env []string, entrypoint string, args ...string) []
 	return append(append(a, image), args...)
 }
 
-// printFrame is one framed print(1) request for a REPL started with --once.
+// printFrame is one framed print(1) request for a REPL started with --once
+// (protocol 2: the header's first member is the payload length).
 const printFrame = ">>> REQUEST_START <<<\n" +
-	`{"id":"b1","op":"exec","lang":"python","code":"print(1)"}` +
+	`{"binary":0,"id":"b1","op":"exec","lang":"python","code":"print(1)"}` +
 	"\n>>> REQUEST_END <<<\n"
 
 // coldRun starts a fresh container of image that pre-imports as the pool's do, sends it

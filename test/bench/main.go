@@ -31,6 +31,8 @@ func main() {
 		out     = flag.String("out", filepath.Join(kilntest.Root(), "test", "results", "bench"), "output directory")
 		quick   = flag.Bool("quick", false, "small counts and short phases: a smoke test, not a measurement")
 		overSec = flag.Int("overload-seconds", 30, "length of the sustained-overload phases")
+		skip100 = flag.Bool("skip-100mb", false, "skip the 100 MB rows: the kiln with raised limits and the 100 MB floor")
+		onlyF   = flag.Bool("floor-only", false, "measure only the floor (bare attach, pipes, bytes), with no kiln")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -39,16 +41,21 @@ func main() {
 		c = quickCounts()
 		*overSec = min(*overSec, 8)
 	}
-	b := &bench{image: *image, counts: c, overload: time.Duration(*overSec) * time.Second}
+	b := &bench{image: *image, counts: c, overload: time.Duration(*overSec) * time.Second, skip100: *skip100}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	res := newResults()
 	var err error
-	if *url != "" {
+	switch {
+	case *onlyF:
+		res.Meta.Target = "the floor only, no kiln"
+		b.floorPhase(ctx, res)
+	case *url != "":
 		err = b.runRemote(ctx, newClient(*url, *key, *pid), res)
-	} else {
+	default:
 		err = b.runLocal(ctx, res)
 	}
+	res.Ratios = ratios(res)
 	if err != nil {
 		log.Printf("bench: %v", err)
 	}
@@ -72,21 +79,30 @@ type counts struct {
 	cold     int
 	split    int
 	firstUse int
+	stream   int
 	preload  time.Duration // overload length for each PRELOAD_MODULES variant
+	bigState int           // calls in the session with 100 MB of state
+	files    int           // calls of each 20 MB file row
+	// The floor: first print(1) and first ping, each to a fresh REPL (over a bare
+	// attach, and over pipes inside a container); repetitions of each bytes size.
+	floorExecs, floorPings, bytesReps int
 }
 
 func defaultCounts() counts {
-	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second}
+	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
+		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, bytesReps: 3, stream: 8}
 }
 
 func quickCounts() counts {
-	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second}
+	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
+		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, bytesReps: 1, stream: 2}
 }
 
 type bench struct {
 	image    string
 	counts   counts
 	overload time.Duration
+	skip100  bool
 }
 
 // baseEnv is the configuration every kiln of the benchmark shares.
@@ -141,6 +157,12 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 		return err
 	}
 
+	b.floorPhase(ctx, res)
+	if !b.skip100 {
+		if err := b.bigState(ctx, res); err != nil {
+			return err
+		}
+	}
 	b.dockerPhases(ctx, res)
 
 	log.Printf("kiln B: pool exhaustion")
@@ -179,8 +201,12 @@ func (b *bench) poolPhases(ctx context.Context, k *client, res *Results, rss *rs
 	if rss != nil {
 		res.Resources.PeakPrintRSSMB = round(rss.Peak(), 1)
 	}
+	log.Printf("live output and cancel")
+	streamPhase(ctx, k, b.counts.stream, res)
 	log.Printf("sessions with state")
 	statePhase(ctx, k, []int{10 << 10, 1 << 20, 10 << 20}, b.counts.state, res)
+	log.Printf("20 MB files in and out")
+	filePhase(ctx, k, b.counts.files, res)
 	log.Printf("complex cases")
 	complexPhase(ctx, k, b.counts.complex, res)
 	fu := firstUse(ctx, k, b.counts.firstUse)
@@ -295,7 +321,21 @@ func (b *bench) runRemote(ctx context.Context, k *client, res *Results) error {
 	if err := b.poolPhases(ctx, k, res, rss); err != nil {
 		return err
 	}
+	b.floorPhase(ctx, res)
 	b.dockerPhases(ctx, res)
+	return nil
+}
+
+// bigState measures a session with 100 MB of state, on a kiln whose limits allow it:
+// the state cap raised, and memory for the REPL to hold, restore and capture it.
+func (b *bench) bigState(ctx context.Context, res *Results) error {
+	log.Printf("kiln C: 100 MB of state (STATE_MAX_SIZE_MB=128, SANDBOX_MEMORY_MB=1536)")
+	srv, k, err := b.start(ctx, []string{"STATE_MAX_SIZE_MB=128", "SANDBOX_MEMORY_MB=1536", "MAX_QUEUE=8", "QUEUE_TIMEOUT_SECONDS=60"}, 2)
+	if err != nil {
+		return fmt.Errorf("start kiln C: %w", err)
+	}
+	defer stop(srv)
+	statePhase(ctx, k, []int{100 << 20}, b.counts.bigState, res)
 	return nil
 }
 

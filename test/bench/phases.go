@@ -105,38 +105,6 @@ func latencyPhase(ctx context.Context, k *client, counts map[int]int, res *Resul
 // barePrintBody is print(1) in stateless mode with nothing to capture.
 var barePrintBody = map[string]any{"code": "print(1)", "state": nil, "capture_state": false}
 
-// statePhase creates a session holding size bytes of incompressible state once, then
-// runs print(1) in it: each call restores the state and captures it again.
-func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results) {
-	for _, size := range sizes {
-		name := fmt.Sprintf("session with %s state, c=1", human(size))
-		setup := map[string]any{"code": fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size)}
-		wctx, cancel := context.WithTimeout(ctx, refillWait)
-		err := k.waitReady(wctx, 1)
-		cancel()
-		var r *execResult
-		if err == nil {
-			r, err = k.exec(ctx, setup)
-		}
-		if err == nil && (r.Code != http.StatusOK || !r.HasState) {
-			err = fmt.Errorf("setup answered %d, has_state %v", r.Code, r.HasState)
-		}
-		if err != nil {
-			res.Latency = append(res.Latency, summarize(name, nil, 1, "setup failed: "+err.Error()))
-			continue
-		}
-		body := map[string]any{"code": "print(1)", "session_id": r.SessionID}
-		cpu := k.cpu()
-		took, fails, err := waves(ctx, k, 1, n, body, "1", quiet)
-		note := fmt.Sprintf("state_size %d B; restore + capture each call", r.StateSize)
-		if err != nil {
-			note += "; stopped: " + err.Error()
-		}
-		res.Latency = append(res.Latency, summarize(name, took, fails, note))
-		res.Resources.CPUPerRequestMS["state "+human(size)] = cpu.perRequest(len(took) + fails)
-	}
-}
-
 // complexCases are real work on the pre-imported stack.
 var complexCases = []struct{ name, code, want string }{
 	{"pandas groupby, 100k rows", "df = pd.DataFrame({'k': np.random.randint(0, 100, 100_000), 'v': np.random.rand(100_000)})\n" +

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -29,6 +30,10 @@ type Results struct {
 	Exhaustion *Exhaustion  `json:"exhaustion,omitempty"`
 	Resources  Resources    `json:"resources"`
 	Preload    []PreloadRow `json:"preload"`
+	Floor      *Floor       `json:"floor,omitempty"`
+	Ratios     []Ratio      `json:"ratios,omitempty"`
+
+	transfers []transfer // the rows that move a payload, for their ratios
 }
 
 // Rate is a throughput: sandboxes (or containers) per second.
@@ -119,6 +124,34 @@ func table(r *Results) string {
 	for _, s := range r.Latency {
 		fmt.Fprintf(&b, "%-44s %5d %9.1f %9.1f %9.1f %9.1f %5d  %s\n", s.Name, s.N, s.P50, s.P90, s.P99, s.Max, s.Fails, s.Note)
 	}
+	if f := r.Floor; f != nil {
+		b.WriteString("\nfloor, same run:\n")
+		for _, s := range f.summaries() {
+			fmt.Fprintf(&b, "%-44s %5d %9.1f %9.1f %9.1f %9.1f %5d  %s\n", s.Name, s.N, s.P50, s.P90, s.P99, s.Max, s.Fails, s.Note)
+		}
+		if len(f.Bytes) > 0 {
+			fmt.Fprintf(&b, "\nbytes through a bare attach (median of %d):\n%-10s %9s %9s %11s %11s %11s %11s\n", f.Bytes[0].N,
+				"size", "in ms", "out ms", "in net ms", "out net ms", "in ms/MB", "out ms/MB")
+			for _, x := range f.Bytes {
+				fmt.Fprintf(&b, "%-10s %9.2f %9.2f %11.2f %11.2f %11.3f %11.3f\n", human(x.Bytes), x.InMS, x.OutMS, x.InNetMS, x.OutNetMS, x.InMSPerMB, x.OutMSPerMB)
+			}
+		}
+		if f.Note != "" {
+			fmt.Fprintf(&b, "floor: %s\n", f.Note)
+		}
+	}
+	if len(r.Ratios) > 0 {
+		fmt.Fprintf(&b, "\n%-44s %9s %9s %7s %7s %9s  %s\n", "kiln against the floor", "kiln p50", "floor ms", "ratio", "target", "on moved", "basis")
+		for _, x := range r.Ratios {
+			fmt.Fprintf(&b, "%-44s %9.1f %9.2f %7.2f %7.2f %9s  %s\n", x.Case, x.KilnMS, x.FloorMS, x.Ratio, x.Target, movedText(x), x.Basis)
+		}
+	}
+	if wire := r.wireRows(); len(wire) > 0 {
+		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
+		for _, s := range wire {
+			fmt.Fprintf(&b, "%-44s %16s %16s\n", s.Name, bytesText(s.WireIn), bytesText(s.WireOut))
+		}
+	}
 	b.WriteString("\n")
 	for _, x := range r.Rates {
 		fmt.Fprintf(&b, "%-44s %7.3f /s  (%d in %.0f s; %s)\n", x.Name, x.PerSecond, x.N, x.Seconds, x.Note)
@@ -129,6 +162,9 @@ func table(r *Results) string {
 	if e := r.Exhaustion; e != nil {
 		fmt.Fprintf(&b, "\nexhaustion (%s): %d ok, %d x 503 (%.0f%%), %d other; 503 latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d later than the queue timeout + 100 ms\n",
 			e.Config, e.OK, e.Unavailable, 100*e.Share503, e.Other, e.Latency503.P50, e.Latency503.P99, e.Latency503.Max, e.Late)
+	}
+	if len(r.Latency) == 0 {
+		return b.String() // the floor alone: no kiln ran
 	}
 	fmt.Fprintf(&b, "\nkiln RSS: idle %.1f MB (pool of 8 full), peak %.1f MB during the print(1) phases, %.1f MB over the run (10 MB states)\n",
 		r.Resources.IdleRSSMB, r.Resources.PeakPrintRSSMB, r.Resources.PeakRSSMB)
@@ -153,6 +189,34 @@ func markdown(r *Results) string {
 	for _, s := range r.Latency {
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %s |\n", s.Name, s.N, s.P50, s.P90, s.P99, s.Max, s.Fails, s.Note)
 	}
+	if f := r.Floor; f != nil {
+		b.WriteString("\nThe floor, measured in the same run:\n\n| floor | n | p50 ms | p90 ms | p99 ms | max ms | failures | note |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, s := range f.summaries() {
+			fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %s |\n", s.Name, s.N, s.P50, s.P90, s.P99, s.Max, s.Fails, s.Note)
+		}
+		if len(f.Bytes) > 0 {
+			fmt.Fprintf(&b, "\nRaw bytes through a bare attach, median of %d (net: less the same exchange with no payload):\n\n", f.Bytes[0].N)
+			b.WriteString("| size | in ms | out ms | in net ms | out net ms | in ms per MB | out ms per MB |\n|---|---:|---:|---:|---:|---:|---:|\n")
+			for _, x := range f.Bytes {
+				fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f |\n", human(x.Bytes), x.InMS, x.OutMS, x.InNetMS, x.OutNetMS, x.InMSPerMB, x.OutMSPerMB)
+			}
+		}
+		if f.Note != "" {
+			fmt.Fprintf(&b, "\nFloor phase: %s\n", f.Note)
+		}
+	}
+	if len(r.Ratios) > 0 {
+		b.WriteString("\n| kiln against the floor | kiln p50 ms | floor ms | ratio | target | ratio on bytes moved | basis |\n|---|---:|---:|---:|---:|---:|---|\n")
+		for _, x := range r.Ratios {
+			fmt.Fprintf(&b, "| %s | %.1f | %.2f | %.2f | %.2f | %s | %s |\n", x.Case, x.KilnMS, x.FloorMS, x.Ratio, x.Target, movedText(x), x.Basis)
+		}
+	}
+	if wire := r.wireRows(); len(wire) > 0 {
+		b.WriteString("\n| bytes kiln exchanged with the sandbox | in per call | out per call |\n|---|---:|---:|\n")
+		for _, s := range wire {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", s.Name, bytesText(s.WireIn), bytesText(s.WireOut))
+		}
+	}
 	b.WriteString("\n| rate | per second | n | seconds | note |\n|---|---:|---:|---:|---|\n")
 	for _, x := range r.Rates {
 		fmt.Fprintf(&b, "| %s | %.3f | %d | %.0f | %s |\n", x.Name, x.PerSecond, x.N, x.Seconds, x.Note)
@@ -161,6 +225,9 @@ func markdown(r *Results) string {
 		fmt.Fprintf(&b, "\nPool exhausted (%s): %d answered 200, %d answered 503 (%.0f%%), %d other; "+
 			"503 latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d came later than the queue timeout + 100 ms.\n", e.Config, e.OK, e.Unavailable, 100*e.Share503, e.Other,
 			e.Latency503.P50, e.Latency503.P99, e.Latency503.Max, e.Late)
+	}
+	if len(r.Latency) == 0 {
+		return b.String()
 	}
 	fmt.Fprintf(&b, "\nkiln RSS idle with a full pool of 8: %.1f MB; peak during the print(1) phases %.1f MB; peak over the run (10 MB states included) %.1f MB. CPU of the kiln process per request, "+
 		"its sandbox's warm-up and removal included, the benchmark's pacing polls taken out (%.3f ms each):\n\n",
@@ -195,7 +262,11 @@ func chart(r *Results) string {
 		width                  = 1000.0
 	)
 	rows := make([]Summary, 0, len(r.Latency))
-	for _, s := range r.Latency {
+	all := r.Latency
+	if r.Floor != nil {
+		all = append(slices.Clone(all), r.Floor.summaries()...)
+	}
+	for _, s := range all {
 		if s.N > 0 {
 			rows = append(rows, s)
 		}
@@ -224,15 +295,18 @@ func chart(r *Results) string {
 	for i, s := range rows {
 		y := top + rowH*float64(i)
 		color := "#3b7dd8"
-		if strings.HasPrefix(s.Name, "cold") || strings.HasPrefix(s.Name, "split") {
+		switch {
+		case strings.HasPrefix(s.Name, "cold") || strings.HasPrefix(s.Name, "split"):
 			color = "#d8703b"
+		case strings.HasPrefix(s.Name, "floor"):
+			color = "#777"
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, y+rowH/2+4, html.EscapeString(s.Name))
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", left, y+5, math.Max(x(s.P50)-left, 1), rowH-10, color)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-width="2"/>`+"\n", x(s.P99), y+3, x(s.P99), y+rowH-3)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#333">%s</text>`+"\n", x(s.P99)+5, y+rowH/2+4, fmtMS(s.P50)+" / "+fmtMS(s.P99))
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">blue: through kiln's HTTP API (warm pool); orange: docker run of the same image</text>`+"\n", left, bottom+36)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">blue: through kiln's HTTP API (warm pool); orange: docker run of the same image; grey: the floor without kiln</text>`+"\n", left, bottom+36)
 	b.WriteString("</svg>\n")
 	return b.String()
 }
@@ -242,4 +316,41 @@ func fmtMS(ms float64) string {
 		return fmt.Sprintf("%.2f s", ms/1000)
 	}
 	return fmt.Sprintf("%.1f ms", ms)
+}
+
+// summaries are the floor's latency rows that were measured.
+func (f *Floor) summaries() []Summary {
+	var out []Summary
+	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing} {
+		if s.Name != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// wireRows are the rows that move a payload, whose wire counts the report shows (n/a
+// when kiln does not count them).
+func (r *Results) wireRows() []Summary {
+	var out []Summary
+	for _, t := range r.transfers {
+		if s := r.summary(t.name); s.N > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func bytesText(n *int64) string {
+	if n == nil {
+		return "n/a"
+	}
+	return strconv.FormatInt(*n, 10) + " B"
+}
+
+func movedText(x Ratio) string {
+	if x.MovedFloorMS == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(x.MovedRatio, 'f', 2, 64)
 }

@@ -16,6 +16,10 @@ type Summary struct {
 	Max   float64 `json:"max_ms"`
 	Fails int     `json:"failures"`
 	Note  string  `json:"note,omitempty"`
+	// WireIn and WireOut are the protocol bytes per call kiln sent to the sandbox and
+	// got back (kiln_sandbox_wire_bytes_total); nil when kiln does not count them.
+	WireIn  *int64 `json:"wire_in_bytes_per_call,omitempty"`
+	WireOut *int64 `json:"wire_out_bytes_per_call,omitempty"`
 }
 
 // summarize computes nearest-rank percentiles of d.

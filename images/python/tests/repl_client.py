@@ -1,8 +1,7 @@
-"""A small client that drives repl_server.py through its real stdin and stdout."""
+"""A small client that drives repl_server.py through its real stdin and stdout (protocol 2)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import select
@@ -16,19 +15,56 @@ from typing import Any
 
 SERVER = os.environ.get("KILN_REPL_SERVER", "/opt/kiln/repl_server.py")
 REQUEST_START = b">>> REQUEST_START <<<\n"
-REQUEST_END = b"\n>>> REQUEST_END <<<\n"
+REQUEST_END = b">>> REQUEST_END <<<\n"
 RESPONSE_START = b">>> RESPONSE_START <<<\n"
-RESPONSE_END = b"\n>>> RESPONSE_END <<<\n"
-RESULT_KEYS = {"id", "type", "status", "exit_code", "stdout", "stderr", "error", "result", "state",
-               "state_error", "files", "files_error", "truncated", "duration_ms"}
+RESPONSE_END = b">>> RESPONSE_END <<<\n"
+RESULT_KEYS = {"binary", "id", "type", "status", "exit_code", "stdout", "stderr", "error", "result", "state",
+               "state_unchanged", "state_error", "files", "files_error", "truncated", "duration_ms"}
 
 
-def b64(data: bytes | str) -> str:
-    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode("ascii")
+def as_bytes(data: bytes | str) -> bytes:
+    return data.encode() if isinstance(data, str) else data
 
 
-def encode_request(message: dict[str, Any]) -> bytes:
-    return REQUEST_START + json.dumps(message).encode() + REQUEST_END
+def encode_request(message: dict[str, Any], state: bytes | None = None,
+                   files: dict[str, bytes | str] | None = None) -> bytes:
+    """One request frame: the header with "binary" first and the payloads' sizes, then the
+    state blob and the files' contents as raw bytes."""
+    contents = {path: as_bytes(content) for path, content in (files or {}).items()}
+    payloads = ([] if state is None else [state]) + list(contents.values())
+    header: dict[str, Any] = {"binary": sum(len(payload) for payload in payloads), **message}
+    if state is not None:
+        header["state"] = {"size": len(state)}
+    if files is not None:
+        header["files"] = [{"path": path, "size": len(content)} for path, content in contents.items()]
+    line = json.dumps(header, separators=(",", ":")).encode()
+    return REQUEST_START + line + b"\n" + b"".join(payloads) + REQUEST_END
+
+
+def decode_payloads(header: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """The header of a response, with the payloads it names added for the tests' convenience:
+    "state_blob" (bytes or None) for a result, "content" in each file, and "content" of a
+    display event (its one payload)."""
+    if header.get("type") == "display":
+        header["content"] = payload
+        return header
+    if header.get("type") != "result":
+        if payload:
+            raise AssertionError(f"a {header.get('type')} frame with {len(payload)} bytes of binary")
+        return header
+    offset = 0
+    header["state_blob"] = None
+    if header["state"] is not None:
+        offset = header["state"]["size"]
+        header["state_blob"] = payload[:offset]
+    for item in header["files"]:
+        if set(item) != {"path", "size"}:
+            raise AssertionError(f"file entry {item}")
+        item["content"] = payload[offset:offset + item["size"]]
+        offset += item["size"]
+    if offset != len(payload):
+        raise AssertionError(f"the sizes add up to {offset}, binary is {len(payload)}")
+    return header
 
 
 class Repl:
@@ -44,7 +80,9 @@ class Repl:
             args.append("--no-preload")
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         env={**os.environ, **(env or {})})
-        self._buffer = b""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self._buffer = bytearray()
         self._count = 0
         self.ready = self.read_frame(timeout)
 
@@ -52,7 +90,7 @@ class Repl:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except OSError:
@@ -66,35 +104,48 @@ class Repl:
         return self.log.read().decode("utf-8", "replace")
 
     def send_raw(self, data: bytes) -> None:
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
+        self.stdin.write(data)
+        self.stdin.flush()
 
-    def read_frame(self, timeout: float = 30.0) -> dict[str, Any]:
-        """Reads one response frame; the channel must hold nothing but whole frames."""
-        deadline = time.monotonic() + timeout
-        fd = self.process.stdout.fileno()
-        while RESPONSE_END not in self._buffer:
+    def fill(self, enough: int, deadline: float) -> None:
+        """Reads until the buffer holds at least enough bytes."""
+        fd = self.stdout.fileno()
+        while len(self._buffer) < enough:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"no response frame within {timeout}s; log:\n{self.log_text()}")
+                raise TimeoutError(f"no whole response frame in time; log:\n{self.log_text()}")
             readable, _, _ = select.select([fd], [], [], remaining)
             if readable:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     raise EOFError(f"server closed its stdout; log:\n{self.log_text()}")
                 self._buffer += chunk
-        frame, self._buffer = self._buffer.split(RESPONSE_END, 1)
-        if not frame.startswith(RESPONSE_START):
-            raise AssertionError(f"bytes outside a frame: {frame[:200]!r}")
-        payload = frame[len(RESPONSE_START):]
-        if b"\n" in payload or not payload.isascii():
-            raise AssertionError("the payload is not one line of ASCII")
-        return json.loads(payload)
 
-    def request(self, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+    def read_frame(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Reads one response frame; the channel must hold nothing but whole frames."""
+        deadline = time.monotonic() + timeout
+        start = len(RESPONSE_START)
+        while (newline := self._buffer.find(b"\n", start)) < 0:
+            self.fill(len(self._buffer) + 1, deadline)
+        if not self._buffer.startswith(RESPONSE_START):
+            raise AssertionError(f"bytes outside a frame: {bytes(self._buffer[:200])!r}")
+        line = bytes(self._buffer[start:newline])
+        if not line.isascii() or not line.startswith(b'{"binary":'):
+            raise AssertionError(f"a header that is not ASCII or does not start with binary: {line[:200]!r}")
+        header: dict[str, Any] = json.loads(line)
+        payload_end = newline + 1 + header["binary"]
+        self.fill(payload_end + len(RESPONSE_END), deadline)
+        if self._buffer[payload_end:payload_end + len(RESPONSE_END)] != RESPONSE_END:
+            raise AssertionError(f"no end delimiter after the binary: {bytes(self._buffer[payload_end:][:200])!r}")
+        payload = bytes(self._buffer[newline + 1:payload_end])
+        del self._buffer[:payload_end + len(RESPONSE_END)]
+        return decode_payloads(header, payload)
+
+    def request(self, timeout: float = 30.0, state: bytes | None = None,
+                files: dict[str, bytes | str] | None = None, **fields: Any) -> dict[str, Any]:
         self._count += 1
         message = {"id": f"req-{self._count}", "op": "exec", "lang": "python", **fields}
-        self.send_raw(encode_request(message))
+        self.send_raw(encode_request(message, state, files))
         response = self.read_frame(timeout)
         if response.get("type") == "result":
             missing = RESULT_KEYS - set(response)
@@ -106,6 +157,32 @@ class Repl:
 
     def run(self, code: str, **fields: Any) -> dict[str, Any]:
         return self.request(code=code, **fields)
+
+    def start_run(self, code: str, files: dict[str, bytes | str] | None = None, **fields: Any) -> str:
+        """Sends an exec request without waiting for its answer; returns its id."""
+        self._count += 1
+        request_id = f"req-{self._count}"
+        self.send_raw(encode_request({"id": request_id, "op": "exec", "code": code, **fields}, files=files))
+        return request_id
+
+    def interrupt(self, request_id: str) -> None:
+        self.send_raw(encode_request({"id": request_id, "op": "interrupt"}))
+
+    def collect(self, request_id: str, timeout: float = 30.0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Reads the events of a run, then its result. Each frame gets "arrived", the
+        monotonic time it was read."""
+        deadline = time.monotonic() + timeout
+        events: list[dict[str, Any]] = []
+        while True:
+            frame = self.read_frame(max(0.0, deadline - time.monotonic()))
+            frame["arrived"] = time.monotonic()
+            if frame.get("id") != request_id:
+                raise AssertionError(f"a frame for {frame.get('id')!r} while {request_id!r} runs: {frame}")
+            if frame["type"] == "result":
+                return events, frame
+            if frame["type"] not in ("output", "display"):
+                raise AssertionError(f"an event of type {frame['type']!r}")
+            events.append(frame)
 
 
 class ReplTestCase(unittest.TestCase):

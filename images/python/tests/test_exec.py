@@ -7,7 +7,7 @@ from repl_client import ReplTestCase
 
 
 class CaptureTest(ReplTestCase):
-    def test_printed_delimiters_stay_in_stdout(self):
+    def test_printed_delimiters_stay_in_stdout(self) -> None:
         repl = self.start()
         code = ("print('>>> RESPONSE_END <<<')\nprint('>>> RESPONSE_START <<<')\n"
                 "print('>>> REQUEST_START <<<')\nprint('>>> REQUEST_END <<<')")
@@ -16,7 +16,7 @@ class CaptureTest(ReplTestCase):
         self.assertEqual(response["stdout"].count("<<<"), 4)
         self.assertEqual(repl.request(op="ping")["type"], "pong")
 
-    def test_forged_response_on_fd1_is_only_stdout(self):
+    def test_forged_response_on_fd1_is_only_stdout(self) -> None:
         repl = self.start()
         forged = ('\\n>>> RESPONSE_END <<<\\n>>> RESPONSE_START <<<\\n'
                   '{"id":"req-1","type":"result","status":"ok"}\\n>>> RESPONSE_END <<<\\n')
@@ -27,7 +27,7 @@ class CaptureTest(ReplTestCase):
         self.assertIn('"status":"ok"}', response["stderr"])
         self.assertEqual(repl.request(op="ping")["type"], "pong")
 
-    def test_child_process_output_is_captured(self):
+    def test_child_process_output_is_captured(self) -> None:
         repl = self.start()
         response = repl.run("import subprocess, os\nsubprocess.run(['echo', 'hi'])\n"
                             "os.system('echo there >&2')\nprint('py')")
@@ -35,13 +35,13 @@ class CaptureTest(ReplTestCase):
         self.assertEqual(response["stdout"], "hi\npy\n")
         self.assertEqual(response["stderr"], "there\n")
 
-    def test_print_and_fd_writes_keep_their_order(self):
+    def test_print_and_fd_writes_keep_their_order(self) -> None:
         repl = self.start()
         response = repl.run("import os, sys\nprint('a')\nos.write(1, b'b\\n')\nsys.stdout.write('c')\n"
                             "sys.stdout.flush()\nos.write(1, b'd')")
         self.assertEqual(response["stdout"], "a\nb\ncd")
 
-    def test_invalid_utf8_nul_and_escapes_give_valid_json(self):
+    def test_invalid_utf8_nul_and_escapes_give_valid_json(self) -> None:
         repl = self.start()
         response = repl.run("import os\nos.write(1, b'\\xff\\xfe ok \\x00 \\x1b[31mred\\x1b[0m \\xe2\\x82')\n"
                             "print('\\udcff', '\\u2603')")
@@ -51,51 +51,51 @@ class CaptureTest(ReplTestCase):
         self.assertIn("\x1b[31mred", response["stdout"])
         self.assertIn("\u2603", response["stdout"])
 
-    def test_nothing_leaks_into_the_next_run(self):
+    def test_nothing_leaks_into_the_next_run(self) -> None:
         repl = self.start()
         repl.run("import os, sys\nsys.stdout.write('pending')\nos.write(2, b'err')")
         response = repl.run("print('second')")
         self.assertEqual((response["stdout"], response["stderr"]), ("second\n", ""))
 
-    def test_closed_streams_are_restored(self):
+    def test_closed_streams_are_restored(self) -> None:
         repl = self.start()
         repl.run("import os, sys\nsys.stdout.close()\nos.close(2)\nsys.stderr = None")
         response = repl.run("import sys\nprint('back')\nprint('err', file=sys.stderr)")
         self.assertOk(response)
         self.assertEqual((response["stdout"], response["stderr"]), ("back\n", "err\n"))
 
-    def test_stdin_is_empty(self):
+    def test_stdin_is_empty(self) -> None:
         repl = self.start()
         response = repl.run("input()")
         self.assertEqual(response["error"], "EOFError: EOF when reading a line")
 
 
 class ResultTest(ReplTestCase):
-    def test_final_expression(self):
+    def test_final_expression(self) -> None:
         repl = self.start()
         cases = [("x = 41\nx + 1", "42"), ("'a'", "'a'"), ("print('p')", None), ("x = 1", None),
                  ("None", None), ("[i for i in range(3)]", "[0, 1, 2]")]
         for code, want in cases:
             self.assertEqual(repl.run(code)["result"], want, code)
 
-    def test_namespace_persists_and_is_main(self):
+    def test_namespace_persists_and_is_main(self) -> None:
         repl = self.start()
         repl.run("counter = 10\ndef bump():\n    global counter\n    counter += 1")
         repl.run("bump()")
         self.assertEqual(repl.run("counter, __name__")["result"], "(11, '__main__')")
 
-    def test_args_and_working_directory(self):
+    def test_args_and_working_directory(self) -> None:
         repl = self.start()
         response = repl.run("import os, sys\n(sys.argv, os.getcwd() == os.path.realpath(%r))" % repl.data_dir,
                             args=["a", "b c"])
         self.assertEqual(response["result"], "(['<string>', 'a', 'b c'], True)")
 
-    def test_modules_written_in_the_data_dir_are_importable(self):
+    def test_modules_written_in_the_data_dir_are_importable(self) -> None:
         repl = self.start()
         repl.run("open('helper.py', 'w').write('VALUE = 5')")
         self.assertEqual(repl.run("import helper\nhelper.VALUE")["result"], "5")
 
-    def test_long_result_is_capped(self):
+    def test_long_result_is_capped(self) -> None:
         repl = self.start()
         response = repl.run("'x' * 5000", limits={"max_output_bytes": 100})
         self.assertTrue(response["truncated"])
@@ -104,11 +104,11 @@ class ResultTest(ReplTestCase):
 
 
 class ErrorTest(ReplTestCase):
-    def assertNoReplFrames(self, stderr):
+    def assertNoReplFrames(self, stderr: str) -> None:
         self.assertNotIn("repl_server", stderr)
         self.assertNotIn("/opt/kiln", stderr)
 
-    def test_syntax_error(self):
+    def test_syntax_error(self) -> None:
         repl = self.start()
         response = repl.run("x = 1\ny = 2\nif x\n    pass\n")
         self.assertEqual(response["status"], "error")
@@ -118,7 +118,7 @@ class ErrorTest(ReplTestCase):
         self.assertIn("if x", response["stderr"])
         self.assertNoReplFrames(response["stderr"])
 
-    def test_runtime_error_points_at_user_lines(self):
+    def test_runtime_error_points_at_user_lines(self) -> None:
         repl = self.start()
         response = repl.run("a = 1\n\ndef f():\n    return a / 0\n\nf()\n")
         self.assertEqual(response["status"], "error")
@@ -130,14 +130,14 @@ class ErrorTest(ReplTestCase):
         self.assertIn("return a / 0", stderr)
         self.assertNoReplFrames(stderr)
 
-    def test_error_in_final_expression(self):
+    def test_error_in_final_expression(self) -> None:
         repl = self.start()
         response = repl.run("x = {}\nx['missing']")
         self.assertEqual(response["error"], "KeyError: 'missing'")
         self.assertIn('line 2, in <module>', response["stderr"])
         self.assertNoReplFrames(response["stderr"])
 
-    def test_exits_and_interrupts_are_answered(self):
+    def test_exits_and_interrupts_are_answered(self) -> None:
         repl = self.start()
         cases = [
             ("import sys\nprint('bye')\nsys.exit(0)", "ok", 0, None),
@@ -154,13 +154,13 @@ class ErrorTest(ReplTestCase):
         self.assertIn("KeyboardInterrupt", response["stderr"])
         self.assertEqual(repl.run("1 + 1")["result"], "2")
 
-    def test_memory_error(self):
+    def test_memory_error(self) -> None:
         repl = self.start()
         response = repl.run("x = bytearray(1 << 46)")
         self.assertEqual(response["status"], "error")
         self.assertTrue(response["error"].startswith("MemoryError"), response["error"])
 
-    def test_long_error_message_is_one_line(self):
+    def test_long_error_message_is_one_line(self) -> None:
         repl = self.start()
         response = repl.run("raise ValueError('first\\nsecond ' + 'y' * 5000)")
         self.assertNotIn("\n", response["error"])
@@ -168,7 +168,7 @@ class ErrorTest(ReplTestCase):
 
 
 class DeadlineTest(ReplTestCase):
-    def test_busy_loop_times_out_with_partial_output(self):
+    def test_busy_loop_times_out_with_partial_output(self) -> None:
         repl = self.start()
         started = time.monotonic()
         response = repl.run("print('before', flush=True)\nwhile True:\n    pass", timeout_ms=500)
@@ -178,26 +178,26 @@ class DeadlineTest(ReplTestCase):
         self.assertEqual(response["stdout"], "before\n")
         self.assertEqual(repl.run("'alive'")["result"], "'alive'")
 
-    def test_sleep_and_except_exception_time_out(self):
+    def test_sleep_and_except_exception_time_out(self) -> None:
         repl = self.start()
         code = "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except Exception:\n        pass"
         response = repl.run(code, timeout_ms=300)
         self.assertEqual(response["status"], "timeout")
 
-    def test_leftover_child_processes_are_killed(self):
+    def test_leftover_child_processes_are_killed(self) -> None:
         repl = self.start()
         response = repl.run("import subprocess\nsubprocess.Popen(['sleep', '300']).pid")
         pid = int(response["result"])
         code = f"import os\ntry:\n    os.kill({pid}, 0)\n    alive = True\nexcept ProcessLookupError:\n    alive = False\nalive"
         self.assertEqual(repl.run(code)["result"], "False")
 
-    def test_orphaned_grandchildren_are_killed(self):
+    def test_orphaned_grandchildren_are_killed(self) -> None:
         repl = self.start()
         repl.run("import subprocess, time\nsubprocess.run('sleep 300 & echo $! > pid', shell=True)\ntime.sleep(0.2)")
         code = "import os\nos.path.exists('/proc/' + open('pid').read().strip())"
         self.assertEqual(repl.run(code)["result"], "False")
 
-    def test_timed_out_child_is_killed(self):
+    def test_timed_out_child_is_killed(self) -> None:
         repl = self.start()
         started = time.monotonic()
         response = repl.run("import subprocess\nsubprocess.run('sleep 30; echo late', shell=True)", timeout_ms=300)
@@ -205,7 +205,7 @@ class DeadlineTest(ReplTestCase):
         self.assertLess(time.monotonic() - started, 5)
         self.assertNotIn("late", response["stdout"])
 
-    def test_fork_that_falls_through_answers_once(self):
+    def test_fork_that_falls_through_answers_once(self) -> None:
         repl = self.start()
         response = repl.run("import os\npid = os.fork()\nprint('forked')")
         self.assertOk(response)
@@ -213,18 +213,18 @@ class DeadlineTest(ReplTestCase):
 
 
 class OutputLimitTest(ReplTestCase):
-    def test_output_over_the_cap_is_marked(self):
+    def test_output_over_the_cap_is_marked(self) -> None:
         repl = self.start()
         response = repl.run("print('x' * 5000, end='')", limits={"max_output_bytes": 1000})
         self.assertTrue(response["truncated"])
         self.assertEqual(response["stdout"], "x" * 1000 + "\n[kiln: output truncated, 4000 bytes dropped]\n")
 
-    def test_cut_never_splits_a_character(self):
+    def test_cut_never_splits_a_character(self) -> None:
         repl = self.start()
         response = repl.run("print('\\u2603' * 10, end='')", limits={"max_output_bytes": 10})
         self.assertEqual(response["stdout"], "\u2603" * 3 + "\n[kiln: output truncated, 21 bytes dropped]\n")
 
-    def test_flood_does_not_hang(self):
+    def test_flood_does_not_hang(self) -> None:
         repl = self.start()
         code = ("import os, subprocess\nchunk = b'y' * 65536\nfor _ in range(800):\n    os.write(1, chunk)\n"
                 "subprocess.run('head -c 50000000 /dev/zero >&2', shell=True)\nprint('x' * 10_000_000)\n'end'")

@@ -1,6 +1,6 @@
 """Framing, the ready frame, ping, bad requests and the process modes."""
 
-import json
+import os
 import random
 import unittest
 
@@ -8,17 +8,17 @@ from repl_client import REQUEST_END, REQUEST_START, ReplTestCase, encode_request
 
 
 class ReadyTest(ReplTestCase):
-    def test_ready_frame_lists_preloads(self):
+    def test_ready_frame_lists_preloads(self) -> None:
         repl = self.start(preload=True)
         ready = repl.ready
         self.assertEqual(ready["type"], "ready")
-        self.assertEqual(ready["protocol"], 1)
+        self.assertEqual(ready["protocol"], 2)
         self.assertRegex(ready["python"], r"^3\.\d+\.\d+")
         for name in ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "seaborn"):
             self.assertRegex(ready["preloaded"].get(name, ""), r"^\d+\.", name)
         self.assertEqual(ready["capabilities"], {"languages": ["python", "bash"], "state": True, "files": True})
 
-    def test_preloaded_names_and_quiet_start(self):
+    def test_preloaded_names_and_quiet_start(self) -> None:
         repl = self.start(preload=True)
         code = (
             "assert all(m is not None for m in (stats, optimize, interpolate, linear_model, tree, ensemble,\n"
@@ -27,11 +27,11 @@ class ReadyTest(ReplTestCase):
             "fig, ax = plt.subplots()\n"
             "ax.plot(np.arange(3))\n"
             "fig.savefig('plot.png')\n"
-            "(matplotlib.get_backend().lower(), int(pd.Series([1, 2]).sum()), scipy.__name__)"
+            "(matplotlib.get_backend(), int(pd.Series([1, 2]).sum()), scipy.__name__)"
         )
         response = repl.run(code)
         self.assertOk(response)
-        self.assertEqual(response["result"], "('agg', 3, 'scipy')")
+        self.assertEqual(response["result"], "('module://kiln_repl.mplbackend', 3, 'scipy')")
         self.assertEqual(response["stderr"], "")
         self.assertEqual([f["path"] for f in response["files"]], ["plot.png"])
         # Nothing, such as a font cache rebuild, was said while warming up.
@@ -39,7 +39,7 @@ class ReadyTest(ReplTestCase):
 
 
 class FramingTest(ReplTestCase):
-    def test_request_one_byte_at_a_time(self):
+    def test_request_one_byte_at_a_time(self) -> None:
         repl = self.start()
         data = b"noise before the frame\n" + encode_request({"id": "slow", "op": "exec", "code": "print(6 * 7)"})
         for index in range(len(data)):
@@ -48,7 +48,7 @@ class FramingTest(ReplTestCase):
         self.assertEqual(response["id"], "slow")
         self.assertEqual(response["stdout"], "42\n")
 
-    def test_frames_split_at_odd_places(self):
+    def test_frames_split_at_odd_places(self) -> None:
         repl = self.start()
         data = b"".join(encode_request({"id": f"r{i}", "op": "exec", "code": f"{i} * 2"}) for i in range(5))
         cuts = sorted(random.Random(7).sample(range(1, len(data)), 40))
@@ -62,40 +62,91 @@ class FramingTest(ReplTestCase):
             response = repl.read_frame()
             self.assertEqual((response["id"], response["result"]), (f"r{i}", str(i * 2)))
 
-    def test_restarted_frame_and_stray_lines(self):
+    def test_restarted_frame_and_stray_lines(self) -> None:
         repl = self.start()
-        repl.send_raw(REQUEST_START + b'{"id": "lost"' + b"\n" + b"x" * 100 + b"\n" +
-                      encode_request({"id": "kept", "op": "ping"}))
-        self.assertEqual(repl.read_frame(), {"id": "kept", "type": "pong"})
+        repl.send_raw(REQUEST_START + encode_request({"id": "kept", "op": "ping"}))
+        self.assertEqual(repl.read_frame(), {"binary": 0, "id": "kept", "type": "pong"})
+        # A header cut short: an error frame, then the stray line is skipped and the next served.
+        repl.send_raw(REQUEST_START + b'{"binary":0,"id": "lost"\n' + b"x" * 100 + b"\n" +
+                      encode_request({"id": "next", "op": "ping"}))
+        self.assertEqual(repl.read_frame()["type"], "error")
+        self.assertEqual(repl.read_frame(), {"binary": 0, "id": "next", "type": "pong"})
 
-    def test_ping(self):
+    def test_ping(self) -> None:
         repl = self.start()
-        self.assertEqual(repl.request(op="ping"), {"id": "req-1", "type": "pong"})
+        self.assertEqual(repl.request(op="ping"), {"binary": 0, "id": "req-1", "type": "pong"})
 
-    def test_bad_requests_get_an_error_frame(self):
+    def test_payloads_hold_any_bytes(self) -> None:
         repl = self.start()
-        repl.send_raw(REQUEST_START + b"{not json" + REQUEST_END)
-        self.assertEqual(repl.read_frame()["id"], "")
-        cases = [{"id": "a", "op": "fly"}, {"id": "b", "lang": "cobol"}, {"id": "c", "args": "x"},
-                 {"id": "d", "timeout_ms": "soon"}, {"id": "e", "files": [{"path": "x", "content": "!!"}]}]
-        for message in cases:
-            repl.send_raw(REQUEST_START + json.dumps(message).encode() + REQUEST_END)
-            response = repl.read_frame()
-            self.assertEqual(response["type"], "error", message)
-            self.assertEqual(response["id"], message["id"])
-            self.assertTrue(response["error"].startswith("bad request: "))
+        content = bytes(range(256)) + REQUEST_END + b"\n" + REQUEST_START + b"\x00"
+        response = repl.run("data = open('in.bin', 'rb').read()\nopen('out.bin', 'wb').write(data[::-1])\nlen(data)",
+                            files={"in.bin": content})
+        self.assertOk(response)
+        self.assertEqual(response["result"], str(len(content)))
+        self.assertEqual([(f["path"], f["content"]) for f in response["files"]], [("out.bin", content[::-1])])
+
+    def test_bad_requests_get_an_error_frame(self) -> None:
+        repl = self.start()
+        cases: list[tuple[bytes, str, str]] = [
+            (REQUEST_START + b"{not json\n" + REQUEST_END, "", 'the header does not start with {"binary":N'),
+            (REQUEST_START + b'{"binary":0,not json\n' + REQUEST_END, "", "request is not JSON: "),
+            (encode_request({"id": "a", "op": "fly"}), "a", "unknown op 'fly'"),
+            (encode_request({"id": "b", "lang": "cobol"}), "b", "unknown lang 'cobol'"),
+            (encode_request({"id": "c", "args": "x"}), "c", "args has the wrong type"),
+            (encode_request({"id": "d", "timeout_ms": "soon"}), "d", "timeout_ms has the wrong type"),
+            (encode_request({"id": "e", "limits": {"max_file_bytes": 2}}, files={"x": "abc"}), "e",
+             "file 'x' is 3 bytes, over max_file_bytes 2"),
+            (REQUEST_START + b'{"binary":4,"id":"f","state":{"size":3}}\nabcd' + REQUEST_END, "f",
+             "the sizes of the state and files add up to 3 bytes, not binary 4"),
+        ]
+        for data, request_id, reason in cases:
+            with self.subTest(reason=reason):
+                repl.send_raw(data)
+                response = repl.read_frame()
+                self.assertEqual((response["binary"], response["type"], response["id"]), (0, "error", request_id))
+                self.assertTrue(response["error"].startswith("bad request: " + reason), response["error"])
         self.assertOk(repl.run("1"))
 
-    def test_missing_fields_get_defaults(self):
+    def test_a_length_that_lies_is_refused_and_the_next_frame_served(self) -> None:
         repl = self.start()
-        repl.send_raw(REQUEST_START + b'{"id": "d", "code": "import sys; sys.argv"}' + REQUEST_END)
+        # binary says 3, but 8 bytes come: the end delimiter is not where it must be.
+        repl.send_raw(REQUEST_START + b'{"binary":3,"id":"liar","code":"print(1)","files":[{"path":"f","size":3}]}\n'
+                      + b"12345678" + REQUEST_END)
+        refused = repl.read_frame()
+        self.assertEqual((refused["type"], refused["id"]), ("error", "liar"))
+        self.assertEqual(refused["error"], "bad request: the end delimiter does not follow the 3 bytes of binary")
+        response = repl.run("import os\nos.listdir('.')")
+        self.assertOk(response)
+        self.assertEqual(response["result"], "[]", "nothing of the refused request ran")
+
+    def test_a_state_over_the_cap_is_refused_and_the_next_request_served(self) -> None:
+        repl = self.start()
+        refused = repl.run("x = 1", state=b"s" * 2000, capture_state=True, limits={"max_state_bytes": 1000})
+        self.assertEqual((refused["type"], refused["error"]),
+                         ("error", "bad request: state is 2000 bytes, over max_state_bytes 1000"))
+        response = repl.run("'x' in globals()")
+        self.assertOk(response)
+        self.assertEqual(response["result"], "False")
+
+    def test_end_of_file_inside_a_payload_is_a_clean_exit(self) -> None:
+        repl = self.start()
+        data = encode_request({"id": "cut", "code": "open('ran', 'w')"}, files={"big": b"z" * 100_000})
+        repl.send_raw(data[:len(data) // 2])
+        repl.stdin.close()
+        self.assertEqual(repl.process.wait(timeout=10), 0)
+        self.assertEqual(os.listdir(repl.data_dir), [])
+        self.assertEqual(repl.log_text(), "")
+
+    def test_missing_fields_get_defaults(self) -> None:
+        repl = self.start()
+        repl.send_raw(REQUEST_START + b'{"binary":0,"id": "d", "code": "import sys; sys.argv"}\n' + REQUEST_END)
         response = repl.read_frame()
         self.assertOk(response)
         self.assertEqual(response["result"], "['<string>']")
 
 
 class ModeTest(ReplTestCase):
-    def test_no_preload_once(self):
+    def test_no_preload_once(self) -> None:
         repl = self.start("--once")
         self.assertEqual(repl.ready["preloaded"], {})
         self.assertEqual(repl.request(op="ping")["type"], "pong")
@@ -103,11 +154,11 @@ class ModeTest(ReplTestCase):
         self.assertEqual(response["result"], "(False, 4)")
         self.assertEqual(repl.process.wait(timeout=10), 0)
 
-    def test_serves_many_requests_until_eof(self):
+    def test_serves_many_requests_until_eof(self) -> None:
         repl = self.start()
         for i in range(20):
             self.assertEqual(repl.run(f"{i}")["result"], str(i))
-        repl.process.stdin.close()
+        repl.stdin.close()
         self.assertEqual(repl.process.wait(timeout=10), 0)
 
 

@@ -1,12 +1,12 @@
 """State capture and restore across server processes."""
 
-import base64
 import unittest
+from typing import Any
 
 import cloudpickle
 import lz4.frame
 
-from repl_client import ReplTestCase, b64
+from repl_client import ReplTestCase
 
 SETUP = """
 import numpy as np
@@ -36,73 +36,119 @@ CHECK = """
 """
 
 
-def decode_state(blob):
-    return cloudpickle.loads(lz4.frame.decompress(base64.b64decode(blob)))
+def decode_state(blob: bytes) -> Any:
+    return cloudpickle.loads(lz4.frame.decompress(blob))
 
 
 class StateTest(ReplTestCase):
-    def test_round_trip_between_processes(self):
+    def test_round_trip_between_processes(self) -> None:
         first = self.start()
         captured = first.run(SETUP, capture_state=True)
         self.assertOk(captured)
         self.assertIsNone(captured["state_error"])
-        self.assertEqual(base64.b64decode(captured["state"])[:4], b"\x04\x22\x4d\x18")  # LZ4 frame magic
-        self.assertEqual(sorted(decode_state(captured["state"])), ["Counter", "arr", "counter", "df", "scale"])
+        self.assertEqual(captured["state"], {"size": len(captured["state_blob"])})
+        self.assertFalse(captured["state_unchanged"])
+        self.assertEqual(captured["state_blob"][:4], b"\x04\x22\x4d\x18")  # LZ4 frame magic
+        self.assertEqual(sorted(decode_state(captured["state_blob"])), ["Counter", "arr", "counter", "df", "scale"])
 
         second = self.start()
-        restored = second.run(CHECK, state=captured["state"])
+        restored = second.run(CHECK, state=captured["state_blob"])
         self.assertOk(restored)
         self.assertEqual(restored["result"], "(np.int64(6), ['x', 'y', 'z'], (3, 4), 66, 6, 6, 'Counter', False)")
-        self.assertIsNone(restored["state"], "no capture was asked for")
+        self.assertEqual((restored["state"], restored["state_unchanged"]), (None, False), "no capture was asked for")
 
-    def test_unpicklable_names_are_reported_and_the_rest_kept(self):
+    def test_unpicklable_names_are_reported_and_the_rest_kept(self) -> None:
         repl = self.start()
         code = "import threading\ngen = (i for i in range(3))\nf = open('x.txt', 'w')\nlock = threading.Lock()\nkeep = [1, 2]"
         response = repl.run(code, capture_state=True)
         self.assertOk(response)
         self.assertEqual(response["state_error"],
                          "not kept (unpicklable): gen (generator), f (TextIOWrapper), lock (lock)")
-        self.assertEqual(decode_state(response["state"]), {"keep": [1, 2]})
+        self.assertEqual(decode_state(response["state_blob"]), {"keep": [1, 2]})
 
-    def test_corrupt_blobs_give_state_error_and_a_clean_run(self):
-        not_lz4 = b64(b"hello there")
-        not_pickle = b64(lz4.frame.compress(b"garbage"))
-        not_a_dict = b64(lz4.frame.compress(cloudpickle.dumps([1, 2])))
-        for blob in ("%%% not base64", not_lz4, not_pickle, not_a_dict):
+    def test_corrupt_blobs_give_state_error_and_a_clean_run(self) -> None:
+        not_pickle = lz4.frame.compress(b"garbage")
+        not_a_dict = lz4.frame.compress(cloudpickle.dumps([1, 2]))
+        for blob in (b"", b"hello there", not_pickle, not_a_dict):
             repl = self.start()
             response = repl.run("x = 1\n'leaked' in globals()", state=blob, capture_state=True)
             self.assertOk(response)
             self.assertEqual(response["result"], "False")
             self.assertTrue(response["state_error"].startswith("state could not be restored: "), response["state_error"])
-            self.assertEqual(decode_state(response["state"]), {"x": 1})
+            self.assertEqual(decode_state(response["state_blob"]), {"x": 1})
 
-    def test_untouched_preloads_and_modules_are_not_kept(self):
+    def test_untouched_preloads_and_modules_are_not_kept(self) -> None:
         repl = self.start(preload=True)
         response = repl.run("import statistics\nnp = 5\ny = pd.Series([1])", capture_state=True)
         self.assertOk(response)
-        state = decode_state(response["state"])
+        state = decode_state(response["state_blob"])
         self.assertEqual(sorted(state), ["np", "y"])
         self.assertEqual(state["np"], 5)
 
-    def test_state_over_the_limit_is_dropped(self):
+    def test_state_over_the_limit_is_dropped(self) -> None:
         repl = self.start()
         response = repl.run("import os\nblob = os.urandom(100_000)", capture_state=True,
                             limits={"max_state_bytes": 50_000})
         self.assertIsNone(response["state"])
         self.assertRegex(response["state_error"], r"^state dropped: \d+ bytes compressed, over the limit of 50000$")
 
-    def test_an_empty_namespace_is_no_state_and_no_note(self):
+    def test_an_empty_namespace_is_no_state_and_no_note(self) -> None:
         repl = self.start(preload=True)
         response = repl.run("import math\nprint(1)", capture_state=True)
         self.assertOk(response)
         self.assertIsNone(response["state"], "modules and untouched pre-imports are not state")
         self.assertIsNone(response["state_error"])
 
-    def test_no_capture_means_no_state(self):
+    def test_a_run_that_only_reads_sends_no_state_back(self) -> None:
+        first = self.start()
+        blob = first.run("x = [1, 2]", capture_state=True)["state_blob"]
         repl = self.start()
-        response = repl.run("x = 1")
-        self.assertIsNone(response["state"])
-        self.assertIsNone(response["state_error"])
+        read = repl.run("x", state=blob, capture_state=True)
+        self.assertOk(read)
+        self.assertEqual(read["result"], "[1, 2]")
+        self.assertEqual((read["binary"], read["state"], read["state_unchanged"], read["state_error"]), (0, None, True, None))
+        written = repl.run("y = 1", state=blob, capture_state=True)
+        self.assertOk(written)
+        self.assertFalse(written["state_unchanged"])
+        self.assertEqual(decode_state(written["state_blob"]), {"x": [1, 2], "y": 1})
+        same_process = repl.run("len(x)", state=written["state_blob"], capture_state=True)
+        self.assertEqual((same_process["state"], same_process["state_unchanged"]), (None, True))
+
+    def test_unchanged_data_frames_and_arrays_are_unchanged(self) -> None:
+        # Numbers pickle to the same bytes after a restore, in another process too.
+        captured = self.start().run("import numpy as np, pandas as pd\n"
+                                    "df = pd.DataFrame({'a': [1, 2, 3], 'c': [0.5, None, 2.0]})\n"
+                                    "arr = np.arange(12).reshape(3, 4)", capture_state=True)
+        self.assertOk(captured)
+        repl = self.start()
+        for code in ("df.describe()", "arr.sum()", "print(df, arr)"):
+            with self.subTest(code=code):
+                response = repl.run(code, state=captured["state_blob"], capture_state=True)
+                self.assertOk(response)
+                self.assertEqual((response["state"], response["state_unchanged"]), (None, True))
+        changed = repl.run("df['a'] += 1", state=captured["state_blob"], capture_state=True)
+        self.assertFalse(changed["state_unchanged"])
+        self.assertIsNotNone(changed["state_blob"])
+
+    def test_shared_objects_are_unchanged_from_the_first_restore_on(self) -> None:
+        # Strings in a DataFrame, a class and a function of the session: pickling the live
+        # values shares objects that unpickling makes two of, so the first read-only run sends
+        # the state back once; from that blob on, reads send nothing.
+        captured = self.start().run(SETUP, capture_state=True)
+        self.assertOk(captured)
+        first_read = self.start().run("df.shape", state=captured["state_blob"], capture_state=True)
+        self.assertOk(first_read)
+        self.assertFalse(first_read["state_unchanged"])
+        for code in ("df.describe()", "scale(2)", "print(df, arr)"):
+            with self.subTest(code=code):
+                response = self.start().run(code, state=first_read["state_blob"], capture_state=True)
+                self.assertOk(response)
+                self.assertEqual((response["state"], response["state_unchanged"]), (None, True))
+
+    def test_no_capture_means_no_state(self) -> None:
+        repl = self.start()
+        response = repl.run("x = 1", state=lz4.frame.compress(cloudpickle.dumps({"x": 1})))
+        self.assertEqual((response["state"], response["state_unchanged"], response["state_error"]), (None, False, None))
 
 
 if __name__ == "__main__":

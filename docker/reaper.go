@@ -1,12 +1,9 @@
-package main
+package docker
 
 import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/docker"
 )
 
 // reapEvery is how often kiln looks for its own containers that nobody will remove.
@@ -19,17 +16,17 @@ const reapSlack = 10 * time.Second
 
 // containers is what the reaper needs of Docker.
 type containers interface {
-	List(ctx context.Context, instance string) ([]docker.Container, error)
+	List(ctx context.Context, instance string) ([]Container, error)
 	Remove(ctx context.Context, id string) error
 }
 
-// reaper removes this instance's containers that nobody owns. Every container the
+// Reaper removes this instance's containers that nobody owns. Every container the
 // pool holds (ready or checked out) is the pool's to remove. Any other is either
 // still being started by a warm-up, which gives up within the warm-up timeout, or
 // lost: a removal that failed while the daemon was away, a warm-up whose clean-up
 // failed, a create whose answer never arrived. So a container of this instance the
 // pool does not hold and that is older than a warm-up is removed, whatever its state.
-type reaper struct {
+type Reaper struct {
 	dc       containers
 	instance string
 	holds    func(id string) bool // whether the pool holds the container
@@ -38,17 +35,15 @@ type reaper struct {
 	log      *slog.Logger
 }
 
-// startReaper runs a reaper among m's background loops.
-func (m *Main) startReaper() {
-	r := &reaper{
-		dc: m.docker, instance: m.cfg.InstanceID, holds: m.pool.Holds, now: time.Now, log: m.log,
-		grace: time.Duration(m.cfg.WarmupTimeoutSecs)*time.Second + reapSlack,
-	}
-	m.background(r.run)
+// NewReaper returns a reaper of instance's containers on c. holds says whether the
+// pool holds a container; warmupTimeout is the pool's, after which a warm-up that
+// started a container has given up on it.
+func NewReaper(c *Client, instance string, holds func(id string) bool, warmupTimeout time.Duration, log *slog.Logger) *Reaper {
+	return &Reaper{dc: c, instance: instance, holds: holds, grace: warmupTimeout + reapSlack, now: time.Now, log: log}
 }
 
-// run sweeps every reapEvery until ctx ends.
-func (r *reaper) run(ctx context.Context) {
+// Run sweeps every reapEvery until ctx ends.
+func (r *Reaper) Run(ctx context.Context) {
 	t := time.NewTicker(reapEvery)
 	defer t.Stop()
 	for {
@@ -62,7 +57,7 @@ func (r *reaper) run(ctx context.Context) {
 }
 
 // sweep removes the abandoned containers and returns how many it removed.
-func (r *reaper) sweep(ctx context.Context) int {
+func (r *Reaper) sweep(ctx context.Context) int {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	list, err := r.dc.List(lctx, r.instance)
@@ -76,11 +71,11 @@ func (r *reaper) sweep(ctx context.Context) int {
 			continue
 		}
 		if err := r.dc.Remove(lctx, c.ID); err != nil {
-			r.log.Warn("removing an abandoned sandbox failed", "container", kiln.ShortID(c.ID), "err", err)
+			r.log.Warn("removing an abandoned sandbox failed", "container", c.ID, "err", err)
 			continue
 		}
 		n++
-		r.log.Warn("removed an abandoned sandbox", "container", kiln.ShortID(c.ID), "state", c.State)
+		r.log.Warn("removed an abandoned sandbox", "container", c.ID, "state", c.State)
 	}
 	return n
 }

@@ -1,4 +1,4 @@
-package main
+package docker
 
 import (
 	"context"
@@ -7,19 +7,17 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/kilnsh/kiln/docker"
 )
 
 // fakeDocker lists a fixed set of containers and records removals.
 type fakeDocker struct {
-	list      []docker.Container
+	list      []Container
 	listErr   error
 	removeErr map[string]error
 	removed   []string
 }
 
-func (f *fakeDocker) List(_ context.Context, instance string) ([]docker.Container, error) {
+func (f *fakeDocker) List(_ context.Context, instance string) ([]Container, error) {
 	if instance != "inst" {
 		return nil, errors.New("wrong instance " + instance)
 	}
@@ -38,7 +36,7 @@ func TestReaperRemovesOnlyUnheldContainersOlderThanAWarmup(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	old, young := now.Add(-2*time.Minute), now.Add(-30*time.Second)
 	f := &fakeDocker{
-		list: []docker.Container{
+		list: []Container{
 			{ID: "held-running", State: "running", Created: old},
 			{ID: "held-exited", State: "exited", Created: old}, // checked out, its run is ending
 			{ID: "lost-created", State: "created", Created: old},
@@ -50,7 +48,7 @@ func TestReaperRemovesOnlyUnheldContainersOlderThanAWarmup(t *testing.T) {
 		removeErr: map[string]error{"failing": errors.New("daemon busy")},
 	}
 	held := map[string]bool{"held-running": true, "held-exited": true}
-	r := &reaper{
+	r := &Reaper{
 		dc: f, instance: "inst", holds: func(id string) bool { return held[id] },
 		grace: time.Minute, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
 	}

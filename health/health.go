@@ -1,0 +1,102 @@
+// Package health answers kiln's health routes from what kiln depends on: whether it
+// can serve executions now (/health/ready), and the detailed view of the Docker daemon,
+// the sandbox image and the pool (/health/detailed).
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilnsh/kiln/pool"
+)
+
+// Daemon is what the checks need of Docker.
+type Daemon interface {
+	Ping(ctx context.Context) error
+	ImageID(ctx context.Context, image string) (string, error)
+}
+
+// Pool is what the checks need of the sandbox pool.
+type Pool interface {
+	CanServe() bool
+	Stats() pool.Stats
+}
+
+// Executor is what the checks need of the executor.
+type Executor interface {
+	Draining() bool
+}
+
+// Checker answers the health routes. Its fields are set once, by cmd/kiln.
+type Checker struct {
+	Daemon   Daemon
+	Pool     Pool
+	Executor Executor
+	Image    string // the sandbox image
+	Runtime  string // the OCI runtime of sandboxes: runc or runsc
+	Repl     bool   // whether sandboxes run the warm REPL (else exec mode)
+	Store    string // the session store: disk or redis
+	Auth     bool   // whether API keys are required
+}
+
+// Ready returns nil when kiln can serve executions, else why not.
+func (c *Checker) Ready(ctx context.Context) error {
+	if c.Executor.Draining() {
+		return errors.New("shutting down")
+	}
+	if err := c.Daemon.Ping(ctx); err != nil {
+		return fmt.Errorf("docker does not answer: %v", err)
+	}
+	if _, err := c.Daemon.ImageID(ctx, c.Image); err != nil {
+		return fmt.Errorf("sandbox image: %v", err)
+	}
+	if !c.Pool.CanServe() {
+		if st := c.Pool.Stats(); st.LastError != "" {
+			return fmt.Errorf("no sandbox can be warmed: %s", st.LastError)
+		}
+		return errors.New("no sandbox is ready yet")
+	}
+	return nil
+}
+
+// Detailed returns the body of /health/detailed: ok, degraded (the pool is short or
+// warm-ups fail) or unhealthy (the daemon or the image is missing), with the parts.
+func (c *Checker) Detailed(ctx context.Context) any {
+	status := "ok"
+	dockerInfo := map[string]any{"ok": true}
+	if err := c.Daemon.Ping(ctx); err != nil {
+		dockerInfo = map[string]any{"ok": false, "error": err.Error()}
+		status = "unhealthy"
+	}
+	imageInfo := map[string]any{"name": c.Image}
+	if id, err := c.Daemon.ImageID(ctx, c.Image); err != nil {
+		imageInfo["present"], imageInfo["error"] = false, err.Error()
+		status = "unhealthy"
+	} else {
+		imageInfo["present"], imageInfo["id"] = true, id
+	}
+	st := c.Pool.Stats()
+	if status == "ok" && (st.Ready < st.Target || st.LastError != "") {
+		status = "degraded"
+	}
+	containers := make([]map[string]any, 0, len(st.Sandboxes))
+	for _, s := range st.Sandboxes {
+		containers = append(containers, map[string]any{"id": s.ID, "state": s.State, "age_seconds": s.Age.Round(time.Millisecond).Seconds()})
+	}
+	return map[string]any{
+		"status": status,
+		"docker": dockerInfo,
+		"image":  imageInfo,
+		"pool": map[string]any{
+			"target": st.Target, "ready": st.Ready, "warming": st.Warming, "in_use": st.InUse,
+			"waiting": st.Waiting, "created": st.Counts.Created, "failed": st.Counts.Failed,
+			"removed": st.Counts.Removed, "leaked": st.Counts.Leaked, "died": st.Counts.Died,
+			"last_error": st.LastError, "containers": containers,
+			"runtime": c.Runtime, "repl": c.Repl,
+		},
+		"store": map[string]any{"kind": c.Store},
+		"auth":  map[string]any{"enabled": c.Auth},
+	}
+}

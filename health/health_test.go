@@ -1,0 +1,81 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln/pool"
+)
+
+type fakeDaemon struct{ pingErr, imageErr error }
+
+func (d fakeDaemon) Ping(context.Context) error { return d.pingErr }
+func (d fakeDaemon) ImageID(context.Context, string) (string, error) {
+	return "sha256:abc", d.imageErr
+}
+
+type fakePool struct {
+	canServe bool
+	stats    pool.Stats
+}
+
+func (p fakePool) CanServe() bool    { return p.canServe }
+func (p fakePool) Stats() pool.Stats { return p.stats }
+
+type fakeExecutor bool
+
+func (e fakeExecutor) Draining() bool { return bool(e) }
+
+func TestReady(t *testing.T) {
+	full := pool.Stats{Target: 2, Ready: 2}
+	tests := []struct {
+		name     string
+		c        Checker
+		wantErr  string // "" for ready
+		wantStat string // Detailed's status
+	}{
+		{"all well", Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "", "ok"},
+		{"draining", Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, full}, Executor: fakeExecutor(true)}, "shutting down", "ok"},
+		{"daemon away", Checker{Daemon: fakeDaemon{pingErr: errors.New("refused")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "docker does not answer: refused", "unhealthy"},
+		{"image missing", Checker{Daemon: fakeDaemon{imageErr: errors.New("not found")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "sandbox image: not found", "unhealthy"},
+		{"warm-ups fail", Checker{Daemon: fakeDaemon{}, Pool: fakePool{false, pool.Stats{Target: 2, LastError: "container create: boom"}}, Executor: fakeExecutor(false)}, "no sandbox can be warmed: container create: boom", "degraded"},
+		{"still warming", Checker{Daemon: fakeDaemon{}, Pool: fakePool{false, pool.Stats{Target: 2, Warming: 2}}, Executor: fakeExecutor(false)}, "no sandbox is ready yet", "degraded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Ready(context.Background())
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Ready: got %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Errorf("Ready: got %v, want %q", err, tt.wantErr)
+			}
+			d := tt.c.Detailed(context.Background()).(map[string]any)
+			if d["status"] != tt.wantStat {
+				t.Errorf("Detailed status: got %v, want %s", d["status"], tt.wantStat)
+			}
+		})
+	}
+}
+
+func TestDetailedListsThePool(t *testing.T) {
+	c := Checker{
+		Daemon: fakeDaemon{}, Executor: fakeExecutor(false), Image: "kiln-python:latest", Runtime: "runc", Store: "disk", Auth: true,
+		Pool: fakePool{true, pool.Stats{Target: 1, Ready: 1, Sandboxes: []pool.SandboxInfo{{ID: "0123456789ab", State: "ready", Age: 1500 * time.Millisecond}}}},
+	}
+	d := c.Detailed(context.Background()).(map[string]any)
+	p := d["pool"].(map[string]any)
+	containers := p["containers"].([]map[string]any)
+	if len(containers) != 1 || containers[0]["id"] != "0123456789ab" || containers[0]["age_seconds"] != 1.5 {
+		t.Errorf("containers: got %v, want the one ready sandbox, 1.5 s old", containers)
+	}
+	if p["runtime"] != "runc" || d["store"].(map[string]any)["kind"] != "disk" || d["auth"].(map[string]any)["enabled"] != true {
+		t.Errorf("got %v, want runtime runc, store disk, auth on", d)
+	}
+	if img := d["image"].(map[string]any); img["present"] != true || !strings.HasPrefix(img["id"].(string), "sha256:") {
+		t.Errorf("image: got %v, want present with its id", img)
+	}
+}

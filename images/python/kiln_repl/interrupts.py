@@ -1,0 +1,131 @@
+"""Interrupting a run: an interrupt frame, read on the channel's thread, stops the running code.
+
+Python code gets KeyboardInterrupt from this module's SIGINT handler, which Python runs in the
+main thread between bytecodes. bash gets SIGINT in its process group. The REPL's own work is
+never interrupted: the handler raises only while the running cell is on the main thread's stack
+and no shielded REPL code (figure saving called from the cell) runs. An interrupt that lands
+elsewhere waits: until the shield ends, or until the cell starts when it came while the REPL
+prepared the run; one that comes after the cell is dropped when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import types
+from typing import Iterator, NoReturn
+
+CANCELLED_EXIT_CODE = 130
+
+
+class Interrupter:
+    """The interrupt state of the run in progress, shared by the reader thread and the main one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # between the reader thread's calls and the main thread's
+        self._main_thread = threading.main_thread().ident or 0
+        self._run_id: str | None = None  # the exec request read and not yet answered
+        self._lang = "python"
+        self._wanted = False  # an interrupt came for the run and was not delivered yet
+        self._group: int | None = None  # bash's process group while it runs
+        self._cell: tuple[types.CodeType, ...] = ()
+        self._shields = 0
+        self.interrupted = False  # the run's code was interrupted: the run ends as cancelled
+
+    def install(self) -> None:
+        """Installs the SIGINT handler, again before every run: user code may have replaced it
+        or blocked the signal. Main thread only."""
+        signal.signal(signal.SIGINT, self._on_sigint)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    # --- the channel's reader thread
+
+    def accept(self, request_id: str, lang: str) -> None:
+        """Makes request_id the run that interrupts are for, from the moment it is read: an
+        interrupt may arrive before the main thread has started it."""
+        with self._lock:
+            self._run_id, self._lang, self._group = request_id, lang, None
+            self._wanted = self.interrupted = False
+
+    def interrupt(self, request_id: str) -> None:
+        """Interrupts the run if request_id is its id; any other id is ignored."""
+        with self._lock:
+            if request_id != self._run_id:
+                return
+            self._wanted = True
+            if self._lang == "python":
+                signal.pthread_kill(self._main_thread, signal.SIGINT)
+            elif self._group is not None:
+                self._signal_group()
+
+    # --- the main thread
+
+    def finish(self) -> None:
+        """Ends the run: an interrupt still waiting is dropped, later ones are ignored."""
+        with self._lock:
+            self._run_id, self._group, self._cell = None, None, ()
+            self._wanted = self.interrupted = False
+
+    def enter_cell(self, body: types.CodeType, final: types.CodeType | None) -> None:
+        """Marks the cell's code objects (its body, and its final expression if any) as the
+        user's. Call it where KeyboardInterrupt is handled: it raises at once when an interrupt
+        is already waiting."""
+        self._cell = (body,) if final is None else (body, final)
+        if self._wanted:
+            self._deliver()
+
+    @contextlib.contextmanager
+    def shielded(self) -> Iterator[None]:
+        """Holds interrupts while REPL code called from the cell runs; one that came meanwhile
+        is delivered when the shield ends. Off the main thread it does nothing."""
+        if threading.get_ident() != self._main_thread:
+            yield
+            return
+        self._shields += 1
+        try:
+            yield
+        finally:
+            self._shields -= 1
+        if self._wanted and not self._shields:
+            signal.raise_signal(signal.SIGINT)  # the handler decides, as for any other
+
+    def bash_started(self, pid: int) -> None:
+        """bash leads its own process group; an interrupt that came before is sent now."""
+        with self._lock:
+            self._group = pid
+            if self._wanted:
+                self._signal_group()
+
+    def bash_ended(self) -> None:
+        """Stops signalling the group, before its id can be used again."""
+        with self._lock:
+            self._group = None
+
+    def _signal_group(self) -> None:
+        assert self._group is not None
+        try:
+            os.killpg(self._group, signal.SIGINT)
+        except OSError:
+            return  # bash has already ended
+        self.interrupted = True
+
+    def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
+        # No lock here: the handler runs in the main thread, which may hold it.
+        if self._wanted and not self._shields and self._in_cell(frame):
+            self._deliver()
+
+    def _in_cell(self, frame: types.FrameType | None) -> bool:
+        """Whether the cell's code is on the stack: the stack, unlike a flag, cannot be left
+        stale by an exception."""
+        while frame is not None:
+            if any(frame.f_code is code for code in self._cell):
+                return True
+            frame = frame.f_back
+        return False
+
+    def _deliver(self) -> NoReturn:
+        self._wanted = False
+        self.interrupted = True
+        raise KeyboardInterrupt

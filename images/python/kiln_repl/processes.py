@@ -1,0 +1,57 @@
+"""What a run left running: found through /proc, killed, and reaped when it is ours."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from kiln_repl.log import Logger
+
+
+def process_ids(pid: int) -> tuple[int, int, int] | None:
+    """Reads (ppid, process group, session) from /proc; None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[2]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def leftover_processes(leaders: set[int]) -> set[int]:
+    """The processes descended from this one, or in a process group or session led by one of
+    leaders. Groups and sessions also catch orphans, which init has adopted."""
+    me = os.getpid()
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            if ids := process_ids(int(entry)):
+                table[int(entry)] = ids
+    found = {pid for pid, (_, group, session) in table.items() if group in leaders or session in leaders}
+    frontier = {me} | found
+    while frontier:
+        children = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier} - found
+        found |= children
+        frontier = children
+    return found
+
+
+def kill_leftovers(leaders: set[int], logger: Logger) -> None:
+    """SIGKILLs what a run left running and reaps those that were this process's children."""
+    for _ in range(20):
+        pids = leftover_processes(leaders)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass  # not our child: init reaps it
+        time.sleep(0.001)
+    logger.log("leftover processes survived SIGKILL")

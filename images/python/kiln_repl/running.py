@@ -1,0 +1,146 @@
+"""Running a Python cell: compiling it, the soft deadline, and how a run ended.
+
+What the user's code did (an exception, an exit, a timeout) is an Outcome, never an exception
+of the server's.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import signal
+import sys
+import traceback
+import types
+from dataclasses import dataclass
+
+from kiln_repl.files import is_within
+
+USER_FILENAME = "<string>"
+TIMEOUT_EXIT_CODE = 124
+ERROR_LINE_MAX = 1000
+
+# The REPL's own code: the modules of this package, and the entry point beside it in
+# SERVER_HOME (/opt/kiln in the image).
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+SERVER_HOME = os.path.dirname(PACKAGE_DIR)
+ENTRY_POINT = os.path.join(SERVER_HOME, "repl_server.py")
+
+
+@dataclass
+class Outcome:
+    """How the user's code ended."""
+
+    status: str = "ok"
+    exit_code: int = 0
+    error: str | None = None
+    result: str | None = None
+    result_truncated: bool = False
+
+
+def one_line(text: str) -> str:
+    text = " ".join(text.splitlines()).strip()
+    return text if len(text) <= ERROR_LINE_MAX else text[: ERROR_LINE_MAX - 3] + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The one-line error: "Type: message", or just "Type" when there is no message."""
+    name = type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        return one_line(f"{name}: {exc.msg}{where}")
+    message = str(exc)
+    return one_line(f"{name}: {message}" if message else name)
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised in the main thread when the soft deadline fires.
+
+    A BaseException, so that an `except Exception` in user code does not swallow it.
+    """
+
+
+def block_run_signals() -> None:
+    """Blocks, in the calling helper thread, the signals meant for the main thread: the
+    deadline's SIGALRM and an interrupt's SIGINT must land where the user's code runs."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT, signal.SIGTERM})
+
+
+class Deadline:
+    """Arms SIGALRM for the length of a with block; the handler raises only while armed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(seconds, 0.001)
+        self.armed = False
+
+    def __enter__(self) -> Deadline:
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        self.armed = True
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.armed:
+            self.armed = False
+            raise TimeLimitExceeded()
+
+
+def compile_cell(code: str) -> tuple[types.CodeType, types.CodeType | None]:
+    """Compiles a cell; a final expression statement is compiled apart so its value is seen."""
+    tree = ast.parse(code, USER_FILENAME, "exec")
+    final = None
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+        final = compile(ast.Expression(last.value), USER_FILENAME, "eval")
+    return compile(tree, USER_FILENAME, "exec"), final
+
+
+def register_source(code: str) -> None:
+    """Lets tracebacks show the user's lines for USER_FILENAME."""
+    linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
+
+
+def is_server_file(filename: str) -> bool:
+    return filename == ENTRY_POINT or is_within(filename, PACKAGE_DIR)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """Formats a traceback without the REPL's own frames, which come before the user's."""
+    tb = exc.__traceback__
+    while tb is not None and is_server_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + f"...[kiln: result truncated, {len(text) - limit} characters dropped]", True
+
+
+def exit_outcome(exc: SystemExit) -> Outcome:
+    """sys.exit() and sys.exit(0) end a run normally; any other code is an error, as in python3."""
+    code = exc.code
+    if code is None or code == 0:
+        return Outcome()
+    if isinstance(code, int):
+        return Outcome("error", (code & 0xFF) or 1, f"SystemExit: {code}")
+    sys.stderr.write(f"{code}\n")  # what python3 prints for sys.exit("message")
+    return Outcome("error", 1, describe_exception(exc))
+
+
+def signal_outcome(returncode: int) -> Outcome:
+    """The outcome of a bash run that ended with a nonzero code or a signal."""
+    if returncode > 0:
+        return Outcome("error", returncode, f"Exit code {returncode}")
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return Outcome("error", 128 - returncode, f"Exit code {128 - returncode} (killed by {name})")

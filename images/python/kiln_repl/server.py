@@ -1,0 +1,339 @@
+"""The Server: it owns the user namespace and the process, and answers requests one at a time.
+
+It runs as the sandbox container's main process: it pre-imports the data stack once, sends one
+ready frame, then serves framed requests (a JSON header, then raw state and file bytes) on a
+private copy of stdin and answers on a private copy of stdout. User code never sees those two
+channels: its fd 0 reads /dev/null and its fds 1 and 2 are capture pipes whose contents become
+the response's stdout and stderr.
+The REPL's own diagnostics go to a private copy of stderr, which the host logs.
+
+User code runs in the main thread. Requests are read on a thread of their own (channel), so that
+an interrupt is seen while code runs; events are written by a thread of the run's (events).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any
+
+from kiln_repl.capture import Capture, StdStreams, decode_output
+from kiln_repl.channel import Channel
+from kiln_repl.events import EventStream
+from kiln_repl.figures import FIGURES
+from kiln_repl.files import PathRefused, Snapshot, collect_files, is_within, snapshot, write_input_file
+from kiln_repl.framing import Refused
+from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
+from kiln_repl.log import Logger
+from kiln_repl.preload import MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, preload_plan, seed_matplotlib_cache
+from kiln_repl.processes import kill_leftovers
+from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
+from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
+                               cap_text, compile_cell, describe_exception, exit_outcome, register_source,
+                               signal_outcome, user_traceback)
+from kiln_repl.state import UNCHANGED, capture_state, restore_state
+
+
+class Server:
+    """Holds the user namespace and serves requests on the private protocol fds."""
+
+    def __init__(self, data_dir: str, preload: bool, once: bool, proto_in: int, proto_out: int,
+                 logger: Logger) -> None:
+        self.data_dir = data_dir
+        self.once = once
+        self.logger = logger
+        self.interrupter = Interrupter()
+        self.interrupter.install()  # from now on a stray SIGINT cannot stop the REPL
+        self.channel = Channel(proto_in, proto_out, self.interrupter, logger)
+        self.pid = os.getpid()
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
+        self.preloaded: dict[str, str] = {}
+        self.untouched: dict[str, Any] = {}
+        seed_matplotlib_cache(logger)
+        if preload:
+            self.preload()
+        # As with `python3 -c`, the working directory comes first. The server's home, there for
+        # other processes through PYTHONPATH (see the Dockerfile), goes: the package is loaded,
+        # and its modules are found through its own __path__ from now on.
+        sys.path[:] = [data_dir, *(path for path in sys.path[1:] if path != SERVER_HOME)]
+        self.stdout = Capture(1, logger)
+        self.stderr = Capture(2, logger)
+        self.stdout.attach()
+        self.stderr.attach()
+        self.streams = StdStreams()
+
+    def preload(self) -> None:
+        pairs, unknown = preload_plan(os.environ.get(PRELOAD_ENV))
+        for name in unknown:
+            self.logger.log(f"unknown pre-import group {name!r} in {PRELOAD_ENV}; ignored")
+        for alias, module_name in pairs:
+            try:
+                self.namespace[alias] = importlib.import_module(module_name)
+            except Exception as exc:
+                self.logger.log(f"pre-import of {module_name} failed: {describe_exception(exc)}")
+        if "matplotlib" in sys.modules:
+            # matplotlib loads its backend when the first figure is made; loaded now, that
+            # first figure costs no more than the next.
+            try:
+                importlib.import_module(MPL_BACKEND)
+            except Exception as exc:
+                self.logger.log(f"pre-import of {MPL_BACKEND} failed: {describe_exception(exc)}")
+        # The state codecs too: every exec that captures state needs them, and importing
+        # cloudpickle costs more than a small run (this process serves one request).
+        for module_name in STATE_CODECS:
+            try:
+                importlib.import_module(module_name)
+            except Exception as exc:
+                self.logger.log(f"pre-import of {module_name} failed: {describe_exception(exc)}")
+        for module_name in VERSIONED:
+            if module := sys.modules.get(module_name):
+                self.preloaded[module_name] = str(getattr(module, "__version__", "unknown"))
+        self.untouched = {name: value for name, value in self.namespace.items() if not name.startswith("_")}
+
+    def prime(self) -> None:
+        """Runs one empty cell through the whole exec path before saying ready.
+
+        A fresh interpreter's first run pays for code paths nothing has used yet (compile,
+        capture hand-offs, the state codecs); this way the warm-up pays, not the request.
+        """
+        self.execute(Request(id="", op="exec", code="pass", capture_state=True))
+        self.namespace.pop("_", None)
+
+    def serve(self) -> None:
+        self.prime()
+        self.channel.send(ready_message(platform.python_version(), self.preloaded))
+        self.channel.start()
+        while (request := self.channel.next_request()) is not None:
+            if isinstance(request, Refused):
+                self.channel.send(request.message())
+            elif request.op == "ping":
+                self.channel.send({"id": request.id, "type": "pong"})
+            else:
+                result = self.execute(request)
+                self.interrupter.finish()  # before the answer: the host may send the next one
+                self.channel.send(result.to_message(), result.payloads())
+                if self.once:
+                    return
+
+    def execute(self, request: Request) -> Result:
+        result = Result(id=request.id)
+        input_notes = "".join(f"{note}\n" for note in self.write_inputs(request.files))
+        before = snapshot(self.data_dir)
+        restored: bytes | None = None  # the pickle of the state the run begins with
+        if request.lang == "bash":
+            result.state_unchanged = request.state is not None  # bash never touches the state
+        elif request.state is not None:
+            try:
+                names, restored = restore_state(request.state)
+                self.namespace.update(names)
+            except Exception as exc:
+                result.state_error = f"state could not be restored: {describe_exception(exc)}"
+
+        events = EventStream(request.id, self.channel.send, self.logger) if request.events else None
+        if events is not None and input_notes:
+            events.output("stderr", input_notes.encode())  # they start the result's stderr
+        self.prepare_process(request, events)
+        started = time.monotonic()
+        outcome = self.run_python(request) if request.lang == "python" else self.run_bash(request)
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        if os.getpid() != self.pid:
+            os._exit(0)  # a child forked by user code fell through into the REPL
+        if self.interrupter.interrupted:
+            outcome = Outcome("cancelled", CANCELLED_EXIT_CODE, "Interrupted")
+        if request.lang == "python" and request.figures:
+            self.save_open_figures()
+        self.end_run()
+
+        cut = self.take_output(result, outcome)
+        problems = self.take_files(result, before, request.limits)
+        result.stderr = input_notes + result.stderr + problems
+        if events is not None:
+            events.close(cut, problems)  # all of them go out before the result
+        if request.lang == "python" and request.capture_state:
+            self.take_state(result, request, restored)
+        return result
+
+    def take_output(self, result: Result, outcome: Outcome) -> set[str]:
+        """Ends the output's capture and puts it and the outcome in result; returns the names
+        of the streams that were cut."""
+        out, out_dropped = self.stdout.end()
+        err, err_dropped = self.stderr.end()
+        result.status, result.exit_code, result.error = outcome.status, outcome.exit_code, outcome.error
+        result.result = outcome.result
+        result.stdout, stdout_cut = decode_output(out, out_dropped)
+        result.stderr, stderr_cut = decode_output(err, err_dropped)
+        result.truncated = stdout_cut or stderr_cut or outcome.result_truncated
+        return {stream for stream, was_cut in (("stdout", stdout_cut), ("stderr", stderr_cut)) if was_cut}
+
+    def take_files(self, result: Result, before: Snapshot, limits: Limits) -> str:
+        """Puts the files the run wrote in result; returns the lines for stderr on those left out."""
+        try:
+            result.files, problems = collect_files(self.data_dir, before, limits)
+        except OSError as exc:
+            problems = [f"files could not be collected: {exc}"]
+        result.files_error = "; ".join(problems) or None
+        return "".join(f"kiln: {problem}\n" for problem in problems)
+
+    def take_state(self, result: Result, request: Request, restored: bytes | None) -> None:
+        result.state, notes = capture_state(self.namespace, self.untouched, request.limits.max_state_bytes, restored)
+        result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
+        if result.state is UNCHANGED or (result.state is not None and result.state == request.state):
+            # The host keeps the blob it sent: a run that only read its names sends none back.
+            result.state, result.state_unchanged = None, True
+
+    def write_inputs(self, files: list[InputFile]) -> list[str]:
+        notes = []
+        for item in files:
+            try:
+                write_input_file(self.data_dir, item)
+            except (PathRefused, OSError) as exc:
+                notes.append(f"kiln: input file {item.path!r} refused: {exc}")
+        return notes
+
+    def prepare_process(self, request: Request, events: EventStream | None) -> None:
+        """Puts the process back into the shape a run expects, whatever the last run did, and
+        starts capturing the run's output."""
+        os.chdir(self.data_dir)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.close(null_fd)
+        self.stdout.attach()
+        self.stderr.attach()
+        sys.stdin, sys.stdout, sys.stderr = self.streams.fresh()
+        sys.argv = [USER_FILENAME, *request.args]
+        self.interrupter.install()
+        if request.lang == "python" and request.figures:
+            display = None if events is None else lambda name, png: self.display(events, name, png)
+            FIGURES.begin(self.data_dir, display, self.interrupter.shielded)
+        # Files written since the last run can be imported. Only the data dir changes: the rest
+        # of sys.path is the read-only image, and refreshing its hundreds of finders costs more
+        # than the whole of a small run.
+        for path, finder in list(sys.path_importer_cache.items()):
+            if finder is not None and is_within(path, self.data_dir):
+                finder.invalidate_caches()
+        limit = request.limits.max_output_bytes
+        self.stdout.begin(limit, None if events is None else events.sink("stdout"))
+        self.stderr.begin(limit, None if events is None else events.sink("stderr"))
+
+    def display(self, events: EventStream, name: str, png: bytes) -> None:
+        """Sends a saved figure as a display event, behind the output written before it."""
+        flush_std_streams()
+        self.stdout.sync()
+        self.stderr.sync()
+        events.display(name, png)
+
+    def save_open_figures(self) -> None:
+        """Saves the figures the code left open, while its output is still captured: a note on
+        a figure that could not be saved goes to its stderr."""
+        try:
+            notes = FIGURES.end()
+        except Exception as exc:
+            notes = [f"figures not saved: {describe_exception(exc)}"]
+        for note in notes:
+            sys.stderr.write(f"kiln: {note}\n")
+
+    def end_run(self) -> None:
+        flush_std_streams()
+        kill_leftovers({self.pid}, self.logger)
+
+    def run_python(self, request: Request) -> Outcome:
+        register_source(request.code)
+        try:
+            body, final = compile_cell(request.code)
+        except Exception as exc:  # SyntaxError, and RecursionError or MemoryError on absurd code
+            sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+            return Outcome("error", 1, describe_exception(exc))
+        outcome = Outcome()
+        try:
+            with Deadline(request.timeout_ms / 1000):
+                self.interrupter.enter_cell(body, final)
+                exec(body, self.namespace)
+                if final is not None:
+                    value = eval(final, self.namespace)
+                    if value is not None:
+                        self.namespace["_"] = value
+                        limit = request.limits.max_output_bytes
+                        outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
+        except TimeLimitExceeded:
+            outcome = Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+        except SystemExit as exc:
+            outcome = exit_outcome(exc)
+        except BaseException as exc:  # whatever user code raises is data, KeyboardInterrupt too
+            if not self.interrupter.interrupted:  # an interrupt's result says so, as a timeout's
+                sys.stderr.write(user_traceback(exc))
+            outcome = Outcome("error", 1, describe_exception(exc))
+        self.interrupter.install()  # at once, in case the code replaced the handler
+        return outcome
+
+    def run_bash(self, request: Request) -> Outcome:
+        try:
+            child = subprocess.Popen(["bash", "-c", request.code, "bash", *request.args],
+                                     cwd=self.data_dir, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return Outcome("error", 127, describe_exception(exc))
+        self.interrupter.bash_started(child.pid)  # its own session, so its own process group
+        try:
+            returncode = child.wait(timeout=request.timeout_ms / 1000)
+        except subprocess.TimeoutExpired:
+            return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+        finally:
+            self.interrupter.bash_ended()
+            kill_leftovers({self.pid, child.pid}, self.logger)
+        return Outcome() if returncode == 0 else signal_outcome(returncode)
+
+
+def flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def take_over_fds() -> tuple[int, int, int]:
+    """Keeps private copies of stdin and stdout for the protocol and of stderr for the log.
+
+    Returns (protocol in, protocol out, log). Until the captures are attached, fd 1 points at
+    the log, so that output during the pre-imports cannot reach the protocol channel.
+    """
+    proto_in, proto_out, log_fd = os.dup(0), os.dup(1), os.dup(2)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.close(null_fd)
+    os.dup2(2, 1)
+    return proto_in, proto_out, log_fd
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="kiln sandbox REPL server")
+    parser.add_argument("--no-preload", action="store_true", help="skip the pre-imports")
+    parser.add_argument("--once", action="store_true", help="serve one exec request, then exit")
+    parser.add_argument("--data-dir", default="/mnt/data", help="working directory of user code")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    options = parse_args(argv)
+    sys.dont_write_bytecode = True
+    data_dir = os.path.realpath(options.data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    os.chdir(data_dir)
+    try:
+        os.setsid()  # so that what user code starts shares our session, even once orphaned
+    except OSError:
+        pass  # already a process group leader (under Docker's init): the group does the same
+    proto_in, proto_out, log_fd = take_over_fds()
+    logger = Logger(log_fd)
+    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger)
+    try:
+        server.serve()
+    except BrokenPipeError:
+        logger.log("the protocol channel was closed")
+    return 0

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDriver(t *testing.T) {
+	tests := []struct {
+		name         string
+		out          string
+		execs, pings []time.Duration
+		wantErr      string
+	}{
+		{"both", "first exec 4.250\nfirst exec 5.000\nfirst ping 1.5\n",
+			[]time.Duration{4250 * time.Microsecond, 5 * time.Millisecond}, []time.Duration{1500 * time.Microsecond}, ""},
+		{"blank lines", "\n  \nfirst ping 2\n\n", nil, []time.Duration{2 * time.Millisecond}, ""},
+		{"empty", "", nil, nil, ""},
+		{"stray line", "first exec 1\nTraceback (most recent call last):\n", []time.Duration{time.Millisecond}, nil, "unexpected line"},
+		{"bad number", "first exec fast\n", nil, nil, "bad time"},
+		{"negative", "first exec -1\n", nil, nil, "bad time"},
+		{"unknown op", "first fly 1\n", nil, nil, "unknown op"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			execs, pings, err := parseDriver(tt.out)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("got error %v, want one with %q", err, tt.wantErr)
+			}
+			if !equalDurations(execs, tt.execs) || !equalDurations(pings, tt.pings) {
+				t.Errorf("got execs %v pings %v, want %v %v", execs, pings, tt.execs, tt.pings)
+			}
+		})
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// floorRows is a floor where moving in costs 1 ms per MB up to 10 MB and 2 ms per MB
+// after, and moving out always 3 ms per MB, on top of a 0.5 ms round trip.
+func floorRows() []BytesRow {
+	return netBytes([]BytesRow{
+		{Bytes: 0, InMS: 0.5, OutMS: 0.5},
+		{Bytes: 1 << 20, InMS: 1.5, OutMS: 3.5},
+		{Bytes: 10 << 20, InMS: 10.5, OutMS: 30.5},
+		{Bytes: 100 << 20, InMS: 190.5, OutMS: 300.5},
+	})
+}
+
+func TestNetBytes(t *testing.T) {
+	rows := floorRows()
+	want := []struct{ inNet, outNet, inPer, outPer float64 }{
+		{0, 0, 0, 0}, {1, 3, 1, 3}, {10, 30, 1, 3}, {190, 300, 1.9, 3},
+	}
+	for i, w := range want {
+		r := rows[i]
+		if r.InNetMS != w.inNet || r.OutNetMS != w.outNet || r.InMSPerMB != w.inPer || r.OutMSPerMB != w.outPer {
+			t.Errorf("row %d: got net %v/%v per MB %v/%v, want %v/%v %v/%v", i, r.InNetMS, r.OutNetMS, r.InMSPerMB, r.OutMSPerMB,
+				w.inNet, w.outNet, w.inPer, w.outPer)
+		}
+	}
+	if got := netBytes([]BytesRow{{Bytes: 5, InMS: 1}}); got[0].InNetMS != 0 {
+		t.Errorf("without a zero row: got net %v, want it left at 0", got[0].InNetMS)
+	}
+}
+
+func TestFloorNet(t *testing.T) {
+	rows := floorRows()
+	tests := []struct {
+		name  string
+		bytes int64
+		in    bool
+		want  float64
+	}{
+		{"nothing", 0, true, 0},
+		{"half a MB in", 1 << 19, true, 0.5},
+		{"a measured size", 10 << 20, false, 30},
+		{"between sizes", 55 << 20, true, 100},
+		{"past the largest", 200 << 20, true, 380},
+		{"past the largest out", 200 << 20, false, 600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := floorNet(rows, tt.bytes, tt.in)
+			if !ok || math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("got %v %v, want %v", got, ok, tt.want)
+			}
+		})
+	}
+	if _, ok := floorNet(nil, 1<<20, true); ok {
+		t.Errorf("got a floor from no measurement")
+	}
+	if got, ok := transferFloor(rows, 10<<20, true, true); !ok || got != 40 {
+		t.Errorf("in + out of 10 MB: got %v %v, want 40", got, ok)
+	}
+}
+
+func TestRatios(t *testing.T) {
+	i64 := func(n int64) *int64 { return &n }
+	r := newResults()
+	r.Floor = &Floor{BareExec: Summary{N: 8, P50: 2}, Bytes: floorRows()}
+	r.Latency = []Summary{
+		{Name: statelessRow, N: 30, P50: 2.6},
+		{Name: "session with 10 MB state, c=1", N: 8, P50: 54.6, WireIn: i64(10 << 20), WireOut: i64(300)},
+		{Name: "session with 10 KB state, c=1", N: 8, P50: 3},
+		{Name: "output file 20 MB returned", N: 5, P50: 62.6},
+		{Name: "input file 20 MB placed, read back", Fails: 1},
+	}
+	r.transfers = []transfer{
+		{name: "session with 10 MB state, c=1", bytes: 10 << 20, in: true, out: true},
+		{name: "session with 10 KB state, c=1", bytes: 10 << 10, in: true, out: true},
+		{name: "output file 20 MB returned", bytes: 20 << 20, out: true},
+		{name: "input file 20 MB placed, read back", bytes: 20 << 20, in: true},
+	}
+	got := ratios(r)
+	want := []struct {
+		name         string
+		floor, ratio float64
+		moved        float64
+	}{
+		{statelessRow, 2, 1.3, 0},
+		{"session with 10 MB state, c=1", 40, 1.3, 5.2},
+		{"output file 20 MB returned", 60, 1, 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d ratios %+v, want %d", len(got), got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Case != w.name || g.FloorMS != w.floor || g.Ratio != w.ratio || g.MovedRatio != w.moved || g.Target != ratioTarget {
+			t.Errorf("ratio %d: got %+v, want case %q floor %v ratio %v moved %v", i, g, w.name, w.floor, w.ratio, w.moved)
+		}
+	}
+	if got := ratios(&Results{Floor: r.Floor}); got != nil {
+		t.Errorf("without a stateless row: got %+v, want none", got)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	body := "# HELP kiln_sandbox_wire_bytes_total Bytes.\n# TYPE kiln_sandbox_wire_bytes_total counter\n" +
+		`kiln_sandbox_wire_bytes_total{direction="in"} 1.048876e+07` + "\n" +
+		`kiln_sandbox_wire_bytes_total{direction="out"} 412 1700000000000` + "\n" +
+		`kiln_sandbox_wire_bytes_total_extra{direction="in"} 5` + "\n"
+	tests := []struct {
+		series string
+		want   float64
+		ok     bool
+	}{
+		{wireMetric + `{direction="in"}`, 10488760, true},
+		{wireMetric + `{direction="out"}`, 412, true},
+		{wireMetric + `{direction="sideways"}`, 0, false},
+		{wireMetric, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.series, func(t *testing.T) {
+			got, ok := metricValue(body, tt.series)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("got %v %v, want %v %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	if got, want := lastLines("a\n\nb\n c \n\n", 2), "b | c"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := lastLines("", 3); got != "" {
+		t.Errorf("got %q from nothing", got)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Ratio sets one kiln row against the floor measured in the same run.
+type Ratio struct {
+	Case    string  `json:"case"`
+	KilnMS  float64 `json:"kiln_p50_ms"`
+	Basis   string  `json:"basis"` // what the ratio divides by what
+	FloorMS float64 `json:"floor_ms"`
+	Ratio   float64 `json:"ratio"`
+	Target  float64 `json:"target"`
+	// MovedRatio divides the same part of kiln's time by the floor of the bytes kiln's
+	// wire counter saw cross, each way: it differs from Ratio when the payload did not
+	// make the trip its design allows (an unchanged state stays in the sandbox).
+	MovedFloorMS float64 `json:"moved_floor_ms,omitempty"`
+	MovedRatio   float64 `json:"ratio_on_bytes_moved,omitempty"`
+}
+
+// ratioTarget is the issue's bound on every ratio.
+const ratioTarget = 1.3
+
+// statelessRow is the kiln row every other row is set against.
+const statelessRow = "warm print(1), stateless, c=1"
+
+// ratios compares kiln's rows with the floor: stateless print(1) with the bare attach,
+// and each transfer row's time above stateless print(1) with the bare attach moving the
+// same bytes the same ways.
+func ratios(r *Results) []Ratio {
+	f := r.Floor
+	stateless := r.summary(statelessRow)
+	if f == nil || stateless.N == 0 {
+		return nil
+	}
+	var out []Ratio
+	if f.BareExec.N > 0 && f.BareExec.P50 > 0 {
+		out = append(out, Ratio{Case: statelessRow, KilnMS: stateless.P50, Basis: "kiln p50 / bare attach first print(1) p50",
+			FloorMS: f.BareExec.P50, Ratio: round(stateless.P50/f.BareExec.P50, 2), Target: ratioTarget})
+	}
+	for _, t := range r.transfers {
+		s := r.summary(t.name)
+		if s.N == 0 || t.bytes < 1<<20 {
+			continue // below a megabyte the floor is within the noise of the stateless row
+		}
+		floor, ok := transferFloor(f.Bytes, int64(t.bytes), t.in, t.out)
+		if !ok || floor <= 0 {
+			continue
+		}
+		part := s.P50 - stateless.P50
+		x := Ratio{Case: t.name, KilnMS: s.P50, FloorMS: round(floor, 2), Ratio: round(part/floor, 2), Target: ratioTarget,
+			Basis: fmt.Sprintf("(kiln p50 - stateless p50 %.1f) / floor of %s %s", stateless.P50, human(t.bytes), ways(t.in, t.out))}
+		if s.WireIn != nil && s.WireOut != nil {
+			in, okIn := floorNet(f.Bytes, *s.WireIn, true)
+			out, okOut := floorNet(f.Bytes, *s.WireOut, false)
+			if moved := in + out; okIn && okOut && moved >= 0.01 {
+				x.MovedFloorMS, x.MovedRatio = round(moved, 2), round(part/moved, 2)
+			}
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func ways(in, out bool) string {
+	switch {
+	case in && out:
+		return "in + out"
+	case in:
+		return "in"
+	}
+	return "out"
+}
+
+// transferFloor is the floor of moving n bytes in, out or both.
+func transferFloor(rows []BytesRow, n int64, in, out bool) (float64, bool) {
+	var sum float64
+	for _, way := range []struct{ on, in bool }{{in, true}, {out, false}} {
+		if !way.on {
+			continue
+		}
+		ms, ok := floorNet(rows, n, way.in)
+		if !ok {
+			return 0, false
+		}
+		sum += ms
+	}
+	return sum, true
+}
+
+// floorNet interpolates the net time to move n bytes one way (in: host to container)
+// linearly between the measured sizes, from nothing at 0 bytes; past the largest size
+// it goes on at the largest size's cost per byte.
+func floorNet(rows []BytesRow, n int64, in bool) (float64, bool) {
+	type point struct{ bytes, ms float64 }
+	pts := []point{{0, 0}}
+	for _, r := range rows {
+		if r.Bytes > 0 {
+			ms := r.OutNetMS
+			if in {
+				ms = r.InNetMS
+			}
+			pts = append(pts, point{float64(r.Bytes), ms})
+		}
+	}
+	if len(pts) == 1 {
+		return 0, false
+	}
+	slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.bytes, b.bytes) })
+	x := float64(n)
+	for i := 1; i < len(pts); i++ {
+		if x <= pts[i].bytes {
+			a, b := pts[i-1], pts[i]
+			return a.ms + (b.ms-a.ms)*(x-a.bytes)/(b.bytes-a.bytes), true
+		}
+	}
+	last := pts[len(pts)-1]
+	return last.ms * x / last.bytes, true
+}

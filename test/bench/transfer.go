@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// transfer names a kiln row that moves a payload through the sandbox's attach, and
+// which ways that payload crosses by design, for its ratio to the floor.
+type transfer struct {
+	name    string
+	bytes   int
+	in, out bool
+}
+
+// readOnlySize is the state of the session whose read-only call is also measured.
+const readOnlySize = 10 << 20
+
+// statePhase creates a session holding size bytes of incompressible state once, then
+// runs print(1) in it: each call restores the state, captures it, and sends it back
+// only when it changed.
+func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results) {
+	for _, size := range sizes {
+		name := fmt.Sprintf("session with %s state, c=1", human(size))
+		setup := map[string]any{"code": fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size)}
+		wctx, cancel := context.WithTimeout(ctx, refillWait)
+		err := k.waitReady(wctx, 1)
+		cancel()
+		var r *execResult
+		if err == nil {
+			r, err = k.exec(ctx, setup)
+		}
+		if err == nil && (r.Code != http.StatusOK || !r.HasState) {
+			err = fmt.Errorf("setup answered %d, has_state %v", r.Code, r.HasState)
+		}
+		if err != nil {
+			res.Latency = append(res.Latency, summarize(name, nil, 1, "setup failed: "+err.Error()))
+			continue
+		}
+		cpu := k.cpu()
+		body := map[string]any{"code": "print(1)", "session_id": r.SessionID}
+		s := measuredRow(ctx, k, name, body, "1", n, fmt.Sprintf("state_size %d B; restored each call, captured, sent back if changed", r.StateSize))
+		res.Latency = append(res.Latency, s)
+		res.Resources.CPUPerRequestMS["state "+human(size)] = cpu.perRequest(s.N + s.Fails)
+		res.transfers = append(res.transfers, transfer{name: name, bytes: r.StateSize, in: true, out: true})
+		if size != readOnlySize {
+			continue
+		}
+		name = fmt.Sprintf("read-only print(len(blob)), %s state", human(size))
+		body = map[string]any{"code": "print(len(blob))", "session_id": r.SessionID}
+		res.Latency = append(res.Latency, measuredRow(ctx, k, name, body, strconv.Itoa(size), n,
+			fmt.Sprintf("state_size %d B; the state is unchanged, so it need not come back", r.StateSize)))
+		res.transfers = append(res.transfers, transfer{name: name, bytes: r.StateSize, in: true, out: true})
+	}
+}
+
+// measuredRow runs n paced calls of body and records, besides their latency, the
+// protocol bytes per call kiln's counter saw cross the sandbox's attach.
+func measuredRow(ctx context.Context, k *client, name string, body map[string]any, want string, n int, note string) Summary {
+	w := k.wireMeter(ctx)
+	took, fails, err := waves(ctx, k, 1, n, body, want, quiet)
+	if err != nil {
+		note += "; stopped: " + err.Error()
+	}
+	s := summarize(name, took, fails, note)
+	s.WireIn, s.WireOut = w.perCall(ctx, k, len(took)+fails)
+	return s
+}
+
+// fileSize is the size of the files the file rows move.
+const fileSize = 20 << 20
+
+// filePhase measures a 20 MB input file placed in the sandbox (uploaded once, named
+// in each call) and a 20 MB output file returned by it (then downloaded). Both calls
+// are stateless, so that nothing but the file separates them from stateless print(1).
+func filePhase(ctx context.Context, k *client, n int, res *Results) {
+	inName := fmt.Sprintf("input file %s placed, read back", human(fileSize))
+	data := make([]byte, fileSize)
+	_, _ = rand.Read(data)
+	sid, fid, took, err := k.upload(ctx, "in.bin", data)
+	if err != nil {
+		res.Latency = append(res.Latency, summarize(inName, nil, 1, "upload failed: "+err.Error()))
+	} else {
+		res.Latency = append(res.Latency, summarize(fmt.Sprintf("upload %s (POST /upload)", human(fileSize)), []time.Duration{took}, 0, "multipart, disk store"))
+		body := map[string]any{"code": "print(len(open('in.bin', 'rb').read()))", "state": nil, "capture_state": false,
+			"files": []map[string]string{{"id": fid, "session_id": sid, "name": "in.bin"}}}
+		res.Latency = append(res.Latency, measuredRow(ctx, k, inName, body, strconv.Itoa(fileSize), n,
+			"stateless; an uploaded file of random bytes named in files, read back by the code"))
+		res.transfers = append(res.transfers, transfer{name: inName, bytes: fileSize, in: true})
+	}
+
+	outName := fmt.Sprintf("output file %s returned", human(fileSize))
+	code := fmt.Sprintf("with open('out.bin', 'wb') as f:\n    f.write(bytes(%d))\nprint('written')", fileSize)
+	body := map[string]any{"code": code, "state": nil, "capture_state": false}
+	w := k.wireMeter(ctx)
+	var execs, downloads []time.Duration
+	fails, dlFails := 0, 0
+	note := "stateless; the code writes the file in /mnt/data, kiln returns and stores it"
+	for range n {
+		wctx, cancel := context.WithTimeout(ctx, refillWait)
+		err := k.waitQuiet(wctx)
+		cancel()
+		if err != nil {
+			note += "; stopped: " + err.Error()
+			break
+		}
+		r, err := k.exec(ctx, body)
+		if err == nil && (r.Code != http.StatusOK || r.Status != "ok" || len(r.Files) != 1 || r.Files[0].Size != fileSize) {
+			err = fmt.Errorf("answered %d, status %s, %d files", r.Code, r.Status, len(r.Files))
+		}
+		if err != nil {
+			log.Printf("%s: %v", outName, err)
+			fails++
+			continue
+		}
+		execs = append(execs, r.Took)
+		fsid := r.Files[0].SessionID
+		if fsid == "" {
+			fsid = r.SessionID
+		}
+		size, d, err := k.download(ctx, fsid, r.Files[0].ID)
+		if err == nil && size != fileSize {
+			err = fmt.Errorf("downloaded %d bytes, want %d", size, fileSize)
+		}
+		if err != nil {
+			log.Printf("download: %v", err)
+			dlFails++
+			continue
+		}
+		downloads = append(downloads, d)
+	}
+	s := summarize(outName, execs, fails, note)
+	s.WireIn, s.WireOut = w.perCall(ctx, k, len(execs)+fails)
+	res.Latency = append(res.Latency, s,
+		summarize(fmt.Sprintf("download %s output (GET /download)", human(fileSize)), downloads, dlFails, "after each call above"))
+	res.transfers = append(res.transfers, transfer{name: outName, bytes: fileSize, out: true})
+}

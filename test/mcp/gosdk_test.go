@@ -1,0 +1,136 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+type keyed string
+
+func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(k))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func connect(t *testing.T, key string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "kiln-go-test", Version: "1"}, opts)
+	cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{
+		Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: keyed(key)},
+	}, nil)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func execute(t *testing.T, cs *sdk.ClientSession, args map[string]any) (*sdk.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "execute", Arguments: args})
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &out)
+	return res, out
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestGoSDKExecute(t *testing.T) {
+	cs := connect(t, keyA, nil)
+	res, out := execute(t, cs, map[string]any{"code": "x = 41\nx + 1"})
+	if res.IsError || out["result"] != "42" {
+		t.Fatalf("execute = %s, want the result 42", text(res))
+	}
+	res, out = execute(t, cs, map[string]any{"code": "print(x)"})
+	if res.IsError || out["stdout"] != "41\n" {
+		t.Errorf("second call = %s, want x kept in the default session", text(res))
+	}
+	// savefig, not show: see the note in node/kiln-mcp.test.mjs.
+	res, _ = execute(t, cs, map[string]any{"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('/mnt/data/plot.png')"})
+	var img *sdk.ImageContent
+	for _, c := range res.Content {
+		if c, ok := c.(*sdk.ImageContent); ok {
+			img = c
+		}
+	}
+	if img == nil || img.MIMEType != "image/png" || !strings.HasPrefix(string(img.Data), "\x89PNG") {
+		t.Errorf("plot: no PNG image block in %s", text(res))
+	}
+	res, out = execute(t, cs, map[string]any{"code": "1/0"})
+	if !res.IsError || out["status"] != "error" || !strings.Contains(text(res), "ZeroDivisionError") {
+		t.Errorf("1/0 = %s, want an error result", text(res))
+	}
+}
+
+// containerID is code that prints the id of the container it runs in (runc).
+const containerID = `import re
+ids = re.findall(r"/containers/([0-9a-f]{64})/", open("/proc/self/mountinfo").read())
+print("container", ids[0] if ids else "unknown", flush=True)
+`
+
+func TestGoSDKCancelRemovesContainer(t *testing.T) {
+	found := make(chan string, 1)
+	cs := connect(t, keyA, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			if m := regexp.MustCompile(`container ([0-9a-f]{64})`).FindStringSubmatch(req.Params.Message); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	params := &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": containerID + "import time\ntime.sleep(600)"}}
+	params.SetProgressToken("sleep")
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, params)
+		done <- err
+	}()
+	var id string
+	select {
+	case id = <-found:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no progress naming the container within 60 s")
+	}
+	cancel()
+	kilntest.WaitFor(t, 3*time.Second, "the container removed", func() bool {
+		out, err := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+id)
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	<-done
+}
+
+func TestGoSDKWrongKey(t *testing.T) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "kiln-go-test", Version: "1"}, nil)
+	_, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{
+		Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: keyed("wrong")},
+	}, nil)
+	if err == nil {
+		t.Fatal("Connect with a wrong key succeeded")
+	}
+}
