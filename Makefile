@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps image docker redis lint bench clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench clean chromium compose-up compose-down
 
 all: build
 
@@ -36,7 +36,7 @@ run: build image
 	SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real image
-test: docker redis chromium image lint test-mcp-deps
+test: docker redis chromium image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 
@@ -49,6 +49,15 @@ test-mcp-deps: test/mcp/node/node_modules/.installed
 
 test/mcp/node/node_modules/.installed: test/mcp/node/package.json test/mcp/node/package-lock.json
 	cd test/mcp/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## test-ptc-deps: LibreChat's agents package (pinned in test/ptc/node/package-lock.json) for test/ptc, with this machine's npm
+# --ignore-scripts: no package there needs its install script, and one of them (reova) would
+# send install analytics out.
+test-ptc-deps: test/ptc/node/node_modules/.installed
+
+test/ptc/node/node_modules/.installed: test/ptc/node/package.json test/ptc/node/package-lock.json
+	cd test/ptc/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 ## test-unit: the tests that need no Docker

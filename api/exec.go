@@ -35,6 +35,8 @@ type fileRef struct {
 	ID        string `json:"id"`
 	SessionID string `json:"session_id"`
 	Name      string `json:"name"`
+	// StorageSessionID is what newer LibreChat clients send for session_id.
+	StorageSessionID string `json:"storage_session_id"`
 }
 
 type timing struct {
@@ -154,6 +156,9 @@ func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (se
 		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
 	}
 	for _, f := range req.Files {
+		if f.SessionID == "" {
+			f.SessionID = f.StorageSessionID
+		}
 		if !kiln.ValidID(f.ID) || (f.SessionID != "" && !kiln.ValidID(f.SessionID)) {
 			return sreq, kiln.Errorf(kiln.CodeInvalid, "files[]: id and session_id must be kiln ids (21 characters of A-Z a-z 0-9 _ -)")
 		}

@@ -43,6 +43,9 @@ type Config struct {
 	RateLimit      RateLimit    // per-caller limits; zero values are off
 	// MCP is served at /mcp (not under /v1) behind the key and the rate limit, when set.
 	MCP http.Handler
+	// InstanceID names this kiln in continuation tokens, so that another instance that
+	// gets one can say where it belongs.
+	InstanceID string
 }
 
 // Server is kiln's HTTP handler.
@@ -63,6 +66,8 @@ type Server struct {
 	router    chi.Router
 	mcp       http.Handler
 	keepAlive time.Duration // between comments on a quiet event stream
+	instance  string
+	ptc       ptcRuns // programmatic runs under way
 }
 
 // New returns a Server with every route mounted at / and under /v1.
@@ -72,7 +77,7 @@ func New(cfg Config) *Server {
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
-		mcp: cfg.MCP,
+		mcp: cfg.MCP, instance: cfg.InstanceID,
 	}
 	if s.keys == nil {
 		s.keys = &Keys{}
@@ -112,6 +117,8 @@ func (s *Server) mount(r chi.Router) {
 			r.Use(s.limitRate)
 			r.With(s.limitConcurrency).Post("/exec", s.exec)
 			r.Post("/executions/{execution_id}/cancel", s.cancelExecution)
+			r.Post("/exec/programmatic", s.execProgrammatic) // takes its slot itself, per run
+			r.Post("/exec/programmatic/cancel", s.cancelProgrammatic)
 			r.Post("/upload", s.upload)
 			r.Get("/files/{session_id}", s.listFiles)
 			r.Delete("/files/{session_id}/{file_id}", s.deleteFile)

@@ -22,6 +22,10 @@ type exchange struct {
 	// killedAfterInterrupt: the run was cancelled, interrupted, and did not answer
 	// within the interrupt grace.
 	killedAfterInterrupt bool
+
+	hctx   context.Context // the hard deadline
+	hard   *hardDeadline   // its clock, stopped while the run waits on tools
+	rounds int             // rounds of tool calls so far
 }
 
 // run sends frame and returns the REPL's result. ctx is the run's cancellation (the
@@ -65,6 +69,12 @@ func (x *exchange) run(ctx, hctx context.Context, frame net.Buffers) (*protocol.
 		}
 		if resp != nil {
 			return resp, nil
+		}
+		if ev.Type == protocol.EventToolCalls {
+			if err := x.awaitTools(ctx, ev.Calls); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if ev.Type == protocol.EventOutput {
 			x.keep(ev)

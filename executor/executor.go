@@ -71,6 +71,15 @@ type Limits struct {
 	// CaptureOnError keeps the state a failed run left behind. By default a failed run
 	// hands back the state it was given, so a session goes on from before the failure.
 	CaptureOnError bool
+
+	// Tools: how many a request may bring, the size of a call's JSON input and of a
+	// result, the rounds of calls a run may make, and how long a run waits for the
+	// results of a round before it ends as a timeout.
+	MaxTools           int
+	MaxToolCallBytes   int64
+	MaxToolResultBytes int64
+	MaxToolRounds      int
+	ToolResultTimeout  time.Duration
 }
 
 // Request is one execution as the API hands it over.
@@ -92,6 +101,11 @@ type Request struct {
 	// OnEvent, when set, asks the REPL for events and gets them, in order, while the
 	// code runs. It must not block for long: the run's output waits for it.
 	OnEvent func(protocol.Event)
+	// Tools are the client's tools the code may call. When the code waits on calls,
+	// OnToolCalls gets them (it must not block for long) and the run waits, its clock
+	// stopped, until Continue answers them or Limits.ToolResultTimeout passes.
+	Tools       []protocol.Tool
+	OnToolCalls func(ToolCalls)
 
 	// validated is set by Validate, so that Run does not check the same request twice
 	// (decompressing a large state costs milliseconds). What a caller adds afterwards
@@ -218,11 +232,18 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 		MaxFiles:       e.limits.MaxFiles,
 		MaxStateBytes:  e.limits.MaxStateBytes,
 	}
+	if len(req.Tools) > 0 {
+		if !sb.Ready().Capabilities.Tools {
+			return res, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox image does not support tools")
+		}
+		lim.MaxToolCallBytes = e.limits.MaxToolCallBytes
+	}
 	frame, err := protocol.EncodeRequest(&protocol.Request{
 		ID: id, Op: protocol.OpExec, Lang: req.Lang, Code: req.Code, Args: req.Args,
 		State: req.State, CaptureState: req.CaptureState,
 		TimeoutMS: req.Timeout.Milliseconds(), Files: req.Files, Limits: lim,
 		Events: req.OnEvent != nil, Figures: e.limits.Figures && req.Lang == LangPython,
+		Tools: req.Tools,
 	})
 	if err != nil {
 		return res, err
@@ -237,15 +258,21 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 	execStart := time.Now()
 	// The hard deadline does not depend on the run's cancellation, which ctx carries:
 	// a cancelled run is interrupted first, and killed only after the interrupt grace.
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.Timeout+e.limits.Grace)
-	defer cancel()
-	x := &exchange{e: e, sb: sb, req: &req, res: res, lim: lim}
+	// Its clock stops while the run waits on its client's tools.
+	hctx, hard := newHardDeadline(context.WithoutCancel(ctx), req.Timeout+e.limits.Grace, len(req.Tools) > 0)
+	defer hard.stop()
+	x := &exchange{e: e, sb: sb, req: &req, res: res, lim: lim, hctx: hctx, hard: hard}
 	resp, err := x.run(ctx, hctx, frame)
 	res.ExecTime = time.Since(execStart)
+	var end *toolEnd
 	switch {
 	case err == nil:
 		e.accept(res, resp, req.State)
 		return res, nil
+	case errors.As(err, &end):
+		e.log.Info("run with tools ended by the host: sandbox removed", "container", sb.ID(), "reason", end.msg)
+		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
+		return fail(res, end.status, end.code, end.msg), nil
 	case x.killedAfterInterrupt:
 		e.log.Info("cancelled run did not stop: sandbox killed", "container", sb.ID(), "grace_ms", e.limits.InterruptGrace.Milliseconds())
 		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
@@ -339,6 +366,9 @@ func (e *Executor) Validate(req *Request) (err error) {
 	}
 	if strings.TrimSpace(req.Code) == "" {
 		return kiln.Errorf(kiln.CodeInvalid, "code is empty")
+	}
+	if err := e.validateTools(req); err != nil {
+		return err
 	}
 	if len(req.Code) > e.limits.MaxCodeBytes {
 		return kiln.Errorf(kiln.CodeTooLarge, "code is %d bytes; the limit is %d", len(req.Code), e.limits.MaxCodeBytes)

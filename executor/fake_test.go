@@ -29,6 +29,8 @@ type fakeSandbox struct {
 	mu          sync.Mutex
 	got         []protocol.Request
 	interrupted chan struct{} // closed by the first interrupt
+	// toolResults gets the tool results sent, when set.
+	toolResults chan []protocol.ToolResult
 }
 
 func (s *fakeSandbox) ID() string            { return "0123456789abcdef0123" }
@@ -38,6 +40,10 @@ func (s *fakeSandbox) Send(ctx context.Context, frame net.Buffers) error {
 	f, err := parseFrame(protocol.NewRequestParser(1<<20, 1<<30), frame)
 	if err != nil {
 		return err
+	}
+	if _, results, err := protocol.DecodeToolResults(f); err == nil {
+		s.toolResults <- results
+		return nil
 	}
 	req, err := protocol.DecodeRequest(f)
 	if err != nil {
@@ -177,7 +183,7 @@ func (p *fakePool) checkHeldUntilRelease(t *testing.T, res *Result) {
 }
 
 func pythonReady() protocol.Ready {
-	return protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python", "bash"}, State: true}}
+	return protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python", "bash"}, State: true, Tools: true}}
 }
 
 // reply returns an exchange function answering every request with a response built
@@ -209,6 +215,12 @@ func testLimits() Limits {
 		MaxTimeout:     time.Second,
 		Grace:          30 * time.Millisecond,
 		RetryAfter:     7,
+
+		MaxTools:           3,
+		MaxToolCallBytes:   1000,
+		MaxToolResultBytes: 100,
+		MaxToolRounds:      2,
+		ToolResultTimeout:  time.Second,
 	}
 }
 

@@ -2,10 +2,12 @@ package executor
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"sync"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/protocol"
 )
 
 // errCancelRequested is the cause of a run's context when Cancel asked for it.
@@ -27,6 +29,7 @@ type registry struct {
 type runEntry struct {
 	owner  string
 	cancel context.CancelCauseFunc
+	wait   *toolWait // while the run waits on its client's tools
 }
 
 func (r *registry) add(id, owner string, cancel context.CancelCauseFunc) error {
@@ -59,6 +62,41 @@ func (r *registry) done(id string) {
 		delete(r.finished, r.order[0])
 		r.order = r.order[1:]
 	}
+}
+
+// setWait records that the run waits on tools (w), or no longer does (nil).
+func (r *registry) setWait(id string, w *toolWait) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.running[id]; ok {
+		e.wait = w
+	}
+}
+
+// deliver hands results to the run id of owner waiting with token; the token is spent.
+func (r *registry) deliver(id, owner, token string, results []protocol.ToolResult) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.running[id]
+	if !ok || e.owner != owner {
+		if o, ok := r.finished[id]; ok && o == owner {
+			return kiln.Errorf(kiln.CodeConflict, "execution %s has already finished", id)
+		}
+		return kiln.Errorf(kiln.CodeNotFound, "execution %s not found", id)
+	}
+	if e.wait == nil || subtle.ConstantTimeCompare([]byte(e.wait.token), []byte(token)) != 1 {
+		return kiln.Errorf(kiln.CodeConflict, "execution %s is not waiting for these tool results: the continuation was already used", id)
+	}
+	seen := make(map[string]bool, len(results))
+	for _, res := range results {
+		if !e.wait.calls[res.CallID] || seen[res.CallID] {
+			return kiln.Errorf(kiln.CodeInvalid, "tool result for call %q: no such call is waiting, or it is answered twice", res.CallID)
+		}
+		seen[res.CallID] = true
+	}
+	e.wait.results <- results
+	e.wait = nil
+	return nil
 }
 
 // cancel asks the running execution id of owner to stop.

@@ -26,4 +26,4 @@ fi
 cd "$here/python"
 exec mypy --strict --python-version 3.11 --config-file "$here/mypy.ini" \
   --cache-dir "${TMPDIR:-/tmp}/kiln-mypy-cache" \
-  repl_server.py kiln_repl tests
+  repl_server.py kiln_tool.py kiln_repl tests

@@ -15,6 +15,8 @@ const (
 	OpExec      = "exec"
 	OpPing      = "ping"
 	OpInterrupt = "interrupt"
+	// OpToolResults answers a run's tool calls; only ever sent while it waits for them.
+	OpToolResults = "tool_results"
 )
 
 // Statuses the REPL reports in a Response. The host adds its own (oom, sandbox_died,
@@ -30,6 +32,8 @@ const (
 const (
 	EventOutput  = "output"
 	EventDisplay = "display"
+	// EventToolCalls is sent, events or not, by a run with tools that waits on calls.
+	EventToolCalls = "tool_calls"
 )
 
 // Ready is the handshake a REPL sends once its pre-imports are done; its frame has no
@@ -48,6 +52,7 @@ type Capabilities struct {
 	Languages []string `json:"languages"`
 	State     bool     `json:"state"`
 	Files     bool     `json:"files"`
+	Tools     bool     `json:"tools"`
 }
 
 // Supports reports whether lang is among the REPL's languages.
@@ -74,6 +79,31 @@ type Limits struct {
 	MaxFileBytes   int64 `json:"max_file_bytes"`
 	MaxFiles       int   `json:"max_files"`
 	MaxStateBytes  int64 `json:"max_state_bytes"`
+	// MaxToolCallBytes bounds the JSON input of one tool call; zero leaves the
+	// REPL's default.
+	MaxToolCallBytes int64 `json:"max_tool_call_bytes,omitempty"`
+}
+
+// Tool is a tool of the client's that the code may call: Name is the client's, Function
+// the identifier the code calls it by (a Python function, or a bash function).
+type Tool struct {
+	Name     string `json:"name"`
+	Function string `json:"function"`
+}
+
+// ToolCall is one call the code made; Input is its JSON.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolResult answers one ToolCall: its JSON result, or an error the code gets raised.
+type ToolResult struct {
+	CallID       string          `json:"call_id"`
+	Result       json.RawMessage `json:"result"`
+	IsError      bool            `json:"is_error"`
+	ErrorMessage string          `json:"error_message,omitempty"`
 }
 
 // Request is one message from the host. State is the raw state blob (an LZ4 frame).
@@ -92,17 +122,21 @@ type Request struct {
 	// figures saved as files (Python).
 	Events  bool
 	Figures bool
+	// Tools are the client's tools the code may call; a call comes as an
+	// EventToolCalls event and is answered with EncodeToolResults.
+	Tools []Tool
 }
 
 // Event is something a run said before its result: a chunk of output, or a figure
 // (its PNG a slice of the frame's payloads).
 type Event struct {
-	Type   string // EventOutput or EventDisplay
-	Stream string // output: "stdout" or "stderr"
-	Text   string // output
-	Name   string // display: the file's name under the data dir
-	MIME   string // display
-	Data   []byte // display
+	Type   string     // EventOutput or EventDisplay
+	Stream string     // output: "stdout" or "stderr"
+	Text   string     // output
+	Name   string     // display: the file's name under the data dir
+	MIME   string     // display
+	Data   []byte     // display
+	Calls  []ToolCall // tool_calls: the calls made together, in the order made
 }
 
 // Response is a REPL's answer to an exec request. State and the files' contents are
@@ -152,6 +186,7 @@ type requestHeader struct {
 	Limits       Limits    `json:"limits"`
 	Events       bool      `json:"events,omitempty"`
 	Figures      bool      `json:"figures,omitempty"`
+	Tools        []Tool    `json:"tools,omitempty"`
 }
 
 // controlHeader is an interrupt.
@@ -215,7 +250,7 @@ func EncodeRequest(r *Request) (net.Buffers, error) {
 	header, err := json.Marshal(requestHeader{
 		Binary: total, ID: r.ID, Op: r.Op, Lang: r.Lang, Code: r.Code, Args: r.Args,
 		State: state, CaptureState: r.CaptureState, TimeoutMS: r.TimeoutMS, Files: files, Limits: r.Limits,
-		Events: r.Events, Figures: r.Figures,
+		Events: r.Events, Figures: r.Figures, Tools: r.Tools,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -227,6 +262,32 @@ func EncodeRequest(r *Request) (net.Buffers, error) {
 func EncodeInterrupt(id string) net.Buffers {
 	header, _ := json.Marshal(controlHeader{ID: id, Op: OpInterrupt}) // cannot fail
 	return appendFrame(RequestStart, RequestEnd, header, nil)
+}
+
+// EncodeToolResults returns the frame that answers the tool calls of the running
+// request id: a control header, and the results' JSON as its one payload.
+func EncodeToolResults(id string, results []ToolResult) (net.Buffers, error) {
+	if results == nil {
+		results = []ToolResult{}
+	}
+	body, err := json.Marshal(results)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool results: %w", err)
+	}
+	header, _ := json.Marshal(controlHeader{Binary: int64(len(body)), ID: id, Op: OpToolResults}) // cannot fail
+	return appendFrame(RequestStart, RequestEnd, header, [][]byte{body}), nil
+}
+
+// DecodeToolResults parses a tool_results frame, as a REPL would; for stand-ins of one.
+func DecodeToolResults(f Frame) (id string, results []ToolResult, err error) {
+	var h controlHeader
+	if err := json.Unmarshal(f.Header, &h); err != nil || h.Op != OpToolResults {
+		return "", nil, fmt.Errorf("%w: not a tool_results frame", ErrMalformed)
+	}
+	if err := json.Unmarshal(f.Binary, &results); err != nil {
+		return "", nil, fmt.Errorf("%w: tool results: %v", ErrMalformed, err)
+	}
+	return h.ID, results, nil
 }
 
 // DecodeRequest parses a request frame, as a REPL would; for stand-ins of one.
@@ -242,7 +303,7 @@ func DecodeRequest(f Frame) (*Request, error) {
 	return &Request{
 		ID: h.ID, Op: h.Op, Lang: h.Lang, Code: h.Code, Args: h.Args, State: state,
 		CaptureState: h.CaptureState, TimeoutMS: h.TimeoutMS, Files: files, Limits: h.Limits,
-		Events: h.Events, Figures: h.Figures,
+		Events: h.Events, Figures: h.Figures, Tools: h.Tools,
 	}, nil
 }
 
@@ -315,13 +376,20 @@ func DecodeReady(f Frame) (Ready, error) {
 
 // EncodeEvent returns an event's frame, as a REPL would send it; for stand-ins of one.
 func EncodeEvent(id string, ev *Event) (net.Buffers, error) {
+	data := ev.Data
+	if ev.Type == EventToolCalls {
+		var err error
+		if data, err = json.Marshal(ev.Calls); err != nil {
+			return nil, fmt.Errorf("encode event: %w", err)
+		}
+	}
 	h := responseHeader{ID: id, Type: ev.Type, Stream: ev.Stream, Text: ev.Text, Name: ev.Name, MIME: ev.MIME,
-		Binary: int64(len(ev.Data))}
+		Binary: int64(len(data))}
 	header, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	return appendFrame(ResponseStart, ResponseEnd, header, [][]byte{ev.Data}), nil
+	return appendFrame(ResponseStart, ResponseEnd, header, [][]byte{data}), nil
 }
 
 // Decode parses what a REPL sent about the request with the given id: an event (ev)
@@ -336,7 +404,7 @@ func Decode(f Frame, id string, lim Limits) (ev *Event, resp *Response, err erro
 		return nil, nil, fmt.Errorf("%w: response id %q, want %q", ErrMalformed, h.ID, id)
 	}
 	switch h.Type {
-	case EventOutput, EventDisplay:
+	case EventOutput, EventDisplay, EventToolCalls:
 		ev, err := decodeEvent(&h, f, lim)
 		return ev, nil, err
 	case "result":
@@ -358,6 +426,9 @@ func decodeEvent(h *responseHeader, f Frame, lim Limits) (*Event, error) {
 			return nil, fmt.Errorf("%w: output event of %d bytes", ErrMalformed, len(h.Text))
 		}
 		return &Event{Type: h.Type, Stream: h.Stream, Text: h.Text}, nil
+	}
+	if h.Type == EventToolCalls {
+		return decodeToolCalls(f, lim)
 	}
 	if h.Name == "" || (lim.MaxFileBytes > 0 && h.Binary > lim.MaxFileBytes) {
 		return nil, fmt.Errorf("%w: display %q of %d bytes", ErrMalformed, h.Name, h.Binary)
@@ -415,4 +486,26 @@ func decodeResult(h *responseHeader, f Frame, lim Limits) (*Response, error) {
 		StateError: h.StateError, Files: files, FilesError: h.FilesError, Truncated: h.Truncated,
 		DurationMS: h.DurationMS,
 	}, nil
+}
+
+// maxCallsPerEvent bounds the calls of one tool_calls event.
+const maxCallsPerEvent = 1000
+
+func decodeToolCalls(f Frame, lim Limits) (*Event, error) {
+	var calls []ToolCall
+	if err := json.Unmarshal(f.Binary, &calls); err != nil {
+		return nil, fmt.Errorf("%w: tool calls: %v", ErrMalformed, err)
+	}
+	if len(calls) == 0 || len(calls) > maxCallsPerEvent {
+		return nil, fmt.Errorf("%w: a tool_calls event with %d calls", ErrMalformed, len(calls))
+	}
+	for _, c := range calls {
+		// The REPL measures the input as it encodes it; the JSON here may be spaced
+		// differently, hence the slack.
+		if c.ID == "" || c.Name == "" || len(c.Input) == 0 ||
+			lim.MaxToolCallBytes > 0 && int64(len(c.Input)) > 2*lim.MaxToolCallBytes+1024 {
+			return nil, fmt.Errorf("%w: tool call %q to %q with %d bytes of input", ErrMalformed, c.ID, c.Name, len(c.Input))
+		}
+	}
+	return &Event{Type: EventToolCalls, Calls: calls}, nil
 }

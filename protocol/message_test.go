@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -181,7 +182,8 @@ func TestRequestRoundTrip(t *testing.T) {
 	in := &Request{
 		ID: "r", Op: OpExec, Lang: "bash", Code: "echo", Args: []string{"a"}, State: []byte{4, 0x22}, CaptureState: true,
 		TimeoutMS: 5000, Files: []File{{Path: "in.txt", Content: []byte("hi")}},
-		Limits: Limits{MaxOutputBytes: 1, MaxFileBytes: 2, MaxFiles: 3, MaxStateBytes: 4},
+		Limits: Limits{MaxOutputBytes: 1, MaxFileBytes: 2, MaxFiles: 3, MaxStateBytes: 4, MaxToolCallBytes: 5},
+		Tools:  []Tool{{Name: "get-weather", Function: "get_weather"}},
 	}
 	bufs, err := EncodeRequest(in)
 	if err != nil {
@@ -200,4 +202,60 @@ func TestRequestRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, in) {
 		t.Errorf("got  %+v\nwant %+v", got, in)
 	}
+}
+
+func TestToolCallsAndResultsRoundTrip(t *testing.T) {
+	lim := Limits{MaxToolCallBytes: 100}
+	calls := []ToolCall{{ID: "call_001", Name: "get-weather", Input: json.RawMessage(`{"city":"Oslo"}`)}, {ID: "call_002", Name: "add", Input: json.RawMessage(`{}`)}}
+	frame, err := EncodeEvent("r1", &Event{Type: EventToolCalls, Calls: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, resp, err := Decode(parseOne(t, frame), "r1", lim)
+	if err != nil || resp != nil || ev.Type != EventToolCalls || !reflect.DeepEqual(ev.Calls, calls) {
+		t.Fatalf("Decode = %+v, %+v, %v; want the calls", ev, resp, err)
+	}
+
+	big := []ToolCall{{ID: "call_003", Name: "add", Input: json.RawMessage(`"` + strings.Repeat("x", 1300) + `"`)}}
+	frame, _ = EncodeEvent("r1", &Event{Type: EventToolCalls, Calls: big})
+	if _, _, err := Decode(parseOne(t, frame), "r1", lim); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a call over twice the input cap: err = %v, want ErrMalformed", err)
+	}
+	for _, bad := range []string{`[]`, `{}`, `[{"id":"","name":"x","input":{}}]`, `[{"id":"c","name":"x"}]`} {
+		f := Frame{Header: []byte(fmt.Sprintf(`{"binary":%d,"id":"r1","type":"tool_calls"}`, len(bad))), Binary: []byte(bad)}
+		if _, _, err := Decode(f, "r1", lim); !errors.Is(err, ErrMalformed) {
+			t.Errorf("tool calls %s: err = %v, want ErrMalformed", bad, err)
+		}
+	}
+
+	results := []ToolResult{{CallID: "call_001", Result: json.RawMessage(`{"temp":20}`)}, {CallID: "call_002", Result: json.RawMessage("null"), IsError: true, ErrorMessage: "no"}}
+	out, err := EncodeToolResults("r1", results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, got, err := DecodeToolResults(parseOne(t, out))
+	if err != nil || id != "r1" || !reflect.DeepEqual(got, results) {
+		t.Fatalf("DecodeToolResults = %q, %+v, %v", id, got, err)
+	}
+}
+
+// parseOne parses the one frame bufs hold, from either side.
+func parseOne(t *testing.T, bufs [][]byte) Frame {
+	t.Helper()
+	data := bytes.Join(bufs, nil)
+	p := NewParser(1<<20, 1<<20)
+	if bytes.HasPrefix(data, []byte(RequestStart)) {
+		p = NewRequestParser(1<<20, 1<<20)
+	}
+	var frames []Frame
+	p.Feed(data, func(f Frame, err error) {
+		if err != nil {
+			t.Fatalf("parse: %v", err)
+		}
+		frames = append(frames, f)
+	})
+	if len(frames) != 1 {
+		t.Fatalf("got %d frames, want 1", len(frames))
+	}
+	return frames[0]
 }

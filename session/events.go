@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/store"
 )
@@ -30,6 +31,15 @@ type Event struct {
 // Cancel interrupts a running execution the caller started (see executor.Executor.Cancel).
 func (s *Service) Cancel(ctx context.Context, c Caller, executionID string) error {
 	return s.cancel(executionID, c.Key)
+}
+
+// Continue answers the tool calls a run the caller started waits on (see
+// executor.Executor.Continue).
+func (s *Service) Continue(ctx context.Context, c Caller, executionID, token string, results []protocol.ToolResult) error {
+	if s.resume == nil {
+		return kiln.Errorf(kiln.CodeNotFound, "execution %s not found", executionID)
+	}
+	return s.resume(executionID, c.Key, token, results)
 }
 
 // live is one run's link from the executor's events to the caller's: it stores each

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/store"
 )
 
@@ -66,8 +67,11 @@ type Config struct {
 	CheckState func(blob []byte) error
 	// Cancel interrupts the running execution id when owner (a caller's key) started it.
 	Cancel func(id, owner string) error
-	Limits Limits
-	Log    *slog.Logger
+	// Continue answers the tool calls the running execution id of owner waits on
+	// (executor.Executor.Continue).
+	Continue func(id, owner, token string, results []protocol.ToolResult) error
+	Limits   Limits
+	Log      *slog.Logger
 }
 
 // Service is the session layer.
@@ -77,6 +81,7 @@ type Service struct {
 	validate   func(req *executor.Request) error
 	checkState func(blob []byte) error
 	cancel     func(id, owner string) error
+	resume     func(id, owner, token string, results []protocol.ToolResult) error
 	limits     Limits
 	log        *slog.Logger
 	now        func() time.Time
@@ -86,6 +91,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	return &Service{
 		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
+		resume: cfg.Continue,
 		limits: cfg.Limits, log: cfg.Log, now: time.Now,
 	}
 }

@@ -102,6 +102,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Validate:   m.exec.Validate,
 		CheckState: func(blob []byte) error { return executor.CheckState(blob, limits.MaxStateBytes, limits.MaxStateRaw) },
 		Cancel:     m.exec.Cancel,
+		Continue:   m.exec.Continue,
 		Limits:     session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession},
 		Log:        m.log,
 	})
@@ -123,8 +124,9 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout: time.Duration(cfg.MCPIdleMinutes) * time.Minute,
 	})
 	handler := api.New(api.Config{
-		Keys:     keys,
-		Sessions: sessions,
+		InstanceID: cfg.InstanceID,
+		Keys:       keys,
+		Sessions:   sessions,
 		Health: &health.Checker{
 			Daemon: dc, Pool: m.pool, Executor: m.exec,
 			Image: cfg.SandboxImage, Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
@@ -299,6 +301,12 @@ func (m *Main) limits() executor.Limits {
 		Figures:        c.AutoFigures,
 		RetryAfter:     max(1, int(c.QueueTimeoutSeconds/2)),
 		CaptureOnError: c.StateCaptureOnError,
+
+		MaxTools:           c.MaxTools,
+		MaxToolCallBytes:   c.MaxToolCallBytes,
+		MaxToolResultBytes: c.MaxToolResultBytes,
+		MaxToolRounds:      c.MaxToolRounds,
+		ToolResultTimeout:  time.Duration(c.ToolResultTimeoutSecs) * time.Second,
 	}
 }
 

@@ -37,19 +37,25 @@ type Config struct {
 	// (preloadGroups), "all" (the default) or "none".
 	PreloadModules string `envconfig:"PRELOAD_MODULES"`
 
-	DefaultTimeoutMS    int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
-	MinTimeoutMS        int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
-	MaxTimeoutMS        int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
-	TimeoutGraceMS      int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
-	InterruptGraceMS    int64 `envconfig:"INTERRUPT_GRACE_MS" default:"2000"`
-	AutoFigures         bool  `envconfig:"AUTO_FIGURES" default:"true"`
-	MaxCodeKB           int   `envconfig:"MAX_CODE_KB" default:"512"`
-	MaxOutputKB         int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
-	StateMaxSizeMB      int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
-	StateMaxRawMB       int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
-	MaxFileSizeMB       int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
-	MaxOutputFiles      int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
-	StateCaptureOnError bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
+	DefaultTimeoutMS int64 `envconfig:"DEFAULT_TIMEOUT_MS" default:"30000"`
+	MinTimeoutMS     int64 `envconfig:"MIN_TIMEOUT_MS" default:"100"`
+	MaxTimeoutMS     int64 `envconfig:"MAX_TIMEOUT_MS" default:"300000"`
+	TimeoutGraceMS   int64 `envconfig:"TIMEOUT_GRACE_MS" default:"2000"`
+	InterruptGraceMS int64 `envconfig:"INTERRUPT_GRACE_MS" default:"2000"`
+	AutoFigures      bool  `envconfig:"AUTO_FIGURES" default:"true"`
+	// Programmatic tool calling (POST /exec/programmatic).
+	MaxTools              int   `envconfig:"MAX_TOOLS" default:"64"`
+	MaxToolCallBytes      int64 `envconfig:"MAX_TOOL_CALL_BYTES" default:"262144"`
+	MaxToolResultBytes    int64 `envconfig:"MAX_TOOL_RESULT_BYTES" default:"1048576"`
+	MaxToolRounds         int   `envconfig:"MAX_TOOL_ROUNDS" default:"50"`
+	ToolResultTimeoutSecs int   `envconfig:"TOOL_RESULT_TIMEOUT_SECONDS" default:"120"`
+	MaxCodeKB             int   `envconfig:"MAX_CODE_KB" default:"512"`
+	MaxOutputKB           int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
+	StateMaxSizeMB        int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
+	StateMaxRawMB         int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
+	MaxFileSizeMB         int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
+	MaxOutputFiles        int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
+	StateCaptureOnError   bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
 
 	DataDir            string  `envconfig:"DATA_DIR" default:"./data"`
 	RedisURL           string  `envconfig:"REDIS_URL"`
@@ -118,6 +124,10 @@ func (c Config) Validate() error {
 	check(c.DefaultTimeoutMS >= c.MinTimeoutMS && c.DefaultTimeoutMS <= c.MaxTimeoutMS, "DEFAULT_TIMEOUT_MS must lie between MIN_TIMEOUT_MS and MAX_TIMEOUT_MS")
 	check(c.TimeoutGraceMS >= 100, "TIMEOUT_GRACE_MS must be at least 100, got %d", c.TimeoutGraceMS)
 	check(c.InterruptGraceMS >= 100, "INTERRUPT_GRACE_MS must be at least 100, got %d", c.InterruptGraceMS)
+	check(c.MaxTools >= 1, "MAX_TOOLS must be at least 1")
+	check(c.MaxToolCallBytes >= 1024 && c.MaxToolResultBytes >= 1024, "MAX_TOOL_CALL_BYTES and MAX_TOOL_RESULT_BYTES must be at least 1024")
+	check(c.MaxToolRounds >= 1, "MAX_TOOL_ROUNDS must be at least 1")
+	check(c.ToolResultTimeoutSecs >= 1, "TOOL_RESULT_TIMEOUT_SECONDS must be at least 1")
 	check(c.MaxCodeKB >= 1, "MAX_CODE_KB must be at least 1")
 	check(c.MaxOutputKB >= 1, "MAX_OUTPUT_KB must be at least 1")
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB must be at least 1 and STATE_MAX_RAW_MB at least as large")

@@ -31,6 +31,8 @@ class Channel:
         self._interrupter = interrupter
         self._logger = logger
         self._requests: queue.SimpleQueue[Request | Refused | None] = queue.SimpleQueue()
+        # Tool results, for the run waiting on them (tools).
+        self.tool_results: queue.SimpleQueue[Request] = queue.SimpleQueue()
 
     def start(self) -> None:
         """Starts the reader thread. It ends at end of file, which next_request then returns as
@@ -53,6 +55,9 @@ class Channel:
                 if isinstance(request, Request) and request.op == "interrupt":
                     self._interrupter.interrupt(request.id)
                     continue  # never answered
+                if isinstance(request, Request) and request.op == "tool_results":
+                    self.tool_results.put(request)
+                    continue  # never answered either
                 if isinstance(request, Request) and request.op == "exec":
                     self._interrupter.accept(request.id, request.lang)
                 self._requests.put(request)

@@ -7,6 +7,7 @@ docs/protocol.md of the kiln repository.
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -27,6 +28,7 @@ class Limits:
     max_file_bytes: int = 10 << 20  # size of each input and each returned file
     max_files: int = 50  # number of returned files
     max_state_bytes: int = 64 << 20  # size of the compressed state, given or captured
+    max_tool_call_bytes: int = 256 << 10  # the JSON input of one tool call
 
 
 LIMIT_NAMES = frozenset(limit.name for limit in fields(Limits))
@@ -40,6 +42,15 @@ class InputFile:
     path: str
     size: int
     content: memoryview = NO_BYTES
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool of the host's client the code may call: name is the client's, function the
+    identifier the code calls it by (a Python function, or a shell function in bash)."""
+
+    name: str
+    function: str
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class Request:
     limits: Limits = Limits()
     events: bool = False  # send output and display events while the code runs
     figures: bool = False  # save matplotlib figures as files (Python)
+    tools: list[Tool] = field(default_factory=list)  # the client's tools the code may call
+    results: memoryview = NO_BYTES  # tool_results: the JSON list of results, the one payload
 
 
 class BadRequest(Exception):
@@ -119,7 +132,7 @@ def ready_message(python_version: str, preloaded: dict[str, str]) -> dict[str, A
         "protocol": PROTOCOL_VERSION,
         "python": python_version,
         "preloaded": preloaded,
-        "capabilities": {"languages": ["python", "bash"], "state": True, "files": True},
+        "capabilities": {"languages": ["python", "bash"], "state": True, "files": True, "tools": True},
     }
 
 
@@ -162,7 +175,7 @@ def parse_request(header: bytes) -> Request:
         raise BadRequest(f"request is not JSON: {exc}") from None
     request_id = expect(message.get("id", ""), str, "id")
     op = message.get("op", "exec")
-    if op not in ("exec", "ping", "interrupt"):
+    if op not in ("exec", "ping", "interrupt", "tool_results"):
         raise BadRequest(f"unknown op {op!r}")
     lang = message.get("lang") or "python"
     if lang not in ("python", "bash"):
@@ -180,10 +193,14 @@ def parse_request(header: bytes) -> Request:
     limits = parse_limits(message.get("limits"))
     events = expect(message.get("events") or False, bool, "events")
     figures = expect(message.get("figures") or False, bool, "figures")
+    tools = parse_tools(message.get("tools"), lang)
+    if op == "tool_results":
+        # The one payload is the results' JSON: no state, no files.
+        return Request(id=request_id, op=op)
     check_sizes(binary, state_size, files, limits)
     return Request(id=request_id, op=op, lang=lang, code=code, args=args, state_size=state_size,
                    capture_state=capture_state, timeout_ms=timeout_ms, files=files, limits=limits,
-                   events=events, figures=figures)
+                   events=events, figures=figures, tools=tools)
 
 
 def parse_state(value: Any) -> int | None:
@@ -191,6 +208,25 @@ def parse_state(value: Any) -> int | None:
     if value is None:
         return None
     return expect_size(expect(value, dict, "state").get("size"), "state.size")
+
+
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_tools(value: Any, lang: str) -> list[Tool]:
+    """The tools, each function a valid identifier of the language, no two alike."""
+    tools = []
+    for item in expect(value or [], list, "tools"):
+        expect(item, dict, "tools[]")
+        name = expect(item.get("name"), str, "tools[].name")
+        function = expect(item.get("function"), str, "tools[].function")
+        valid = SHELL_NAME.fullmatch(function) if lang == "bash" else function.isidentifier() and not keyword.iskeyword(function)
+        if not name or not valid:
+            raise BadRequest(f"tool {name!r}: {function!r} is not a valid {lang} function name")
+        tools.append(Tool(name, function))
+    if len({tool.function for tool in tools}) != len(tools):
+        raise BadRequest("two tools have the same function name")
+    return tools
 
 
 def parse_file(item: Any) -> InputFile:
@@ -215,6 +251,8 @@ def attach_payloads(request: Request, payload: bytearray) -> Request:
     """The request with its state and files' contents as slices of payload, which is exactly
     as long as the sizes add up to (parse_request checked them)."""
     view = memoryview(payload)
+    if request.op == "tool_results":
+        return replace(request, results=view)
     state = None
     offset = 0
     if request.state_size is not None:

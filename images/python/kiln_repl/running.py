@@ -7,6 +7,7 @@ of the server's.
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import os
 import signal
@@ -14,6 +15,7 @@ import sys
 import traceback
 import types
 from dataclasses import dataclass
+from typing import Iterator
 
 from kiln_repl.files import is_within
 
@@ -84,21 +86,35 @@ class Deadline:
         self.armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
 
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        """Stops the clock for the length of a with block: time spent waiting for the host's
+        tool results does not count against the run."""
+        left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            yield
+        finally:
+            if self.armed:
+                signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
+
     def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
         if self.armed:
             self.armed = False
             raise TimeLimitExceeded()
 
 
-def compile_cell(code: str) -> tuple[types.CodeType, types.CodeType | None]:
-    """Compiles a cell; a final expression statement is compiled apart so its value is seen."""
+def compile_cell(code: str, top_level_await: bool = False) -> tuple[types.CodeType, types.CodeType | None]:
+    """Compiles a cell; a final expression statement is compiled apart so its value is seen.
+    With top_level_await, await may appear outside functions: evaluating such a code object
+    returns a coroutine, which runs in the namespace it was given."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     tree = ast.parse(code, USER_FILENAME, "exec")
     final = None
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):
         tree.body.pop()
-        final = compile(ast.Expression(last.value), USER_FILENAME, "eval")
-    return compile(tree, USER_FILENAME, "exec"), final
+        final = compile(ast.Expression(last.value), USER_FILENAME, "eval", flags=flags)
+    return compile(tree, USER_FILENAME, "exec", flags=flags), final
 
 
 def register_source(code: str) -> None:
@@ -111,8 +127,14 @@ def is_server_file(filename: str) -> bool:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """Formats a traceback without the REPL's own frames, which come before the user's."""
+    """Formats a traceback without the frames before the user's: the REPL's own, and those of
+    the event loop a cell with tools runs on."""
     tb = exc.__traceback__
+    first = tb
+    while first is not None and first.tb_frame.f_code.co_filename != USER_FILENAME:
+        first = first.tb_next
+    if first is not None:
+        tb = first
     while tb is not None and is_server_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))

@@ -14,7 +14,9 @@ an interrupt is seen while code runs; events are written by a thread of the run'
 from __future__ import annotations
 
 import argparse
+import asyncio
 import builtins
+import contextlib
 import importlib
 import os
 import platform
@@ -39,6 +41,7 @@ from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, De
                                cap_text, compile_cell, describe_exception, exit_outcome, register_source,
                                signal_outcome, user_traceback)
 from kiln_repl.state import UNCHANGED, capture_state, restore_state
+from kiln_repl.tools import AsyncTools, Broker, ShellTools, evaluate, run_coroutine
 
 
 class Server:
@@ -246,21 +249,26 @@ class Server:
     def run_python(self, request: Request) -> Outcome:
         register_source(request.code)
         try:
-            body, final = compile_cell(request.code)
+            body, final = compile_cell(request.code, top_level_await=bool(request.tools))
         except Exception as exc:  # SyntaxError, and RecursionError or MemoryError on absurd code
             sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
             return Outcome("error", 1, describe_exception(exc))
         outcome = Outcome()
+        stubs: dict[str, Any] = {}
         try:
-            with Deadline(request.timeout_ms / 1000):
+            with Deadline(request.timeout_ms / 1000) as deadline:
+                if request.tools:
+                    stubs = self.install_stubs(request, deadline)
                 self.interrupter.enter_cell(body, final)
-                exec(body, self.namespace)
-                if final is not None:
-                    value = eval(final, self.namespace)
-                    if value is not None:
-                        self.namespace["_"] = value
-                        limit = request.limits.max_output_bytes
-                        outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
+                if request.tools:
+                    value = run_coroutine(evaluate(body, final, self.namespace))
+                else:
+                    exec(body, self.namespace)
+                    value = None if final is None else eval(final, self.namespace)
+                if value is not None:
+                    self.namespace["_"] = value
+                    limit = request.limits.max_output_bytes
+                    outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
         except TimeLimitExceeded:
             outcome = Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
         except SystemExit as exc:
@@ -269,23 +277,46 @@ class Server:
             if not self.interrupter.interrupted:  # an interrupt's result says so, as a timeout's
                 sys.stderr.write(user_traceback(exc))
             outcome = Outcome("error", 1, describe_exception(exc))
+        finally:
+            for name, stub in stubs.items():  # the stubs are the run's, not the session's
+                if self.namespace.get(name) is stub:
+                    del self.namespace[name]
         self.interrupter.install()  # at once, in case the code replaced the handler
         return outcome
 
+    def install_stubs(self, request: Request, deadline: Deadline) -> dict[str, Any]:
+        """Puts an async function per tool, and asyncio, in the namespace; returns the stubs."""
+        broker = Broker(request, self.channel.send, self.channel.tool_results, deadline.stopped)
+        tools = AsyncTools(broker)
+        stubs = {tool.function: tools.stub(tool) for tool in request.tools}
+        self.namespace.update(stubs)
+        self.namespace.setdefault("asyncio", asyncio)
+        return stubs
+
     def run_bash(self, request: Request) -> Outcome:
+        tools = None
         try:
+            if request.tools:
+                broker = Broker(request, self.channel.send, self.channel.tool_results, contextlib.nullcontext)
+                tools = ShellTools(broker, request.tools, self.logger)
             child = subprocess.Popen(["bash", "-c", request.code, "bash", *request.args],
-                                     cwd=self.data_dir, stdin=subprocess.DEVNULL, start_new_session=True)
+                                     cwd=self.data_dir, stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env=None if tools is None else tools.env())
         except OSError as exc:
+            if tools is not None:
+                tools.close()
             return Outcome("error", 127, describe_exception(exc))
         self.interrupter.bash_started(child.pid)  # its own session, so its own process group
+        timeout = request.timeout_ms / 1000
         try:
-            returncode = child.wait(timeout=request.timeout_ms / 1000)
+            returncode = child.wait(timeout=timeout) if tools is None else tools.wait(child, timeout)
         except subprocess.TimeoutExpired:
             return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
         finally:
             self.interrupter.bash_ended()
             kill_leftovers({self.pid, child.pid}, self.logger)
+            if tools is not None:
+                tools.close()
         return Outcome() if returncode == 0 else signal_outcome(returncode)
 
 

@@ -48,6 +48,9 @@ def decode_payloads(header: dict[str, Any], payload: bytes) -> dict[str, Any]:
     if header.get("type") == "display":
         header["content"] = payload
         return header
+    if header.get("type") == "tool_calls":
+        header["calls"] = json.loads(payload)
+        return header
     if header.get("type") != "result":
         if payload:
             raise AssertionError(f"a {header.get('type')} frame with {len(payload)} bytes of binary")
@@ -167,6 +170,23 @@ class Repl:
 
     def interrupt(self, request_id: str) -> None:
         self.send_raw(encode_request({"id": request_id, "op": "interrupt"}))
+
+    def tool_results(self, request_id: str, results: list[dict[str, Any]]) -> None:
+        """Answers a run's tool calls: the results' JSON is the frame's one payload."""
+        payload = json.dumps(results).encode()
+        header = json.dumps({"binary": len(payload), "id": request_id, "op": "tool_results"}, separators=(",", ":")).encode()
+        self.send_raw(REQUEST_START + header + b"\n" + payload + REQUEST_END)
+
+    def next_tool_calls(self, request_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Reads frames until the run asks for tools (returns that frame) or ends (returns its
+        result); output events are dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.read_frame(max(0.0, deadline - time.monotonic()))
+            if frame.get("id") != request_id:
+                raise AssertionError(f"a frame for {frame.get('id')!r} while {request_id!r} runs: {frame}")
+            if frame["type"] in ("tool_calls", "result"):
+                return frame
 
     def collect(self, request_id: str, timeout: float = 30.0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Reads the events of a run, then its result. Each frame gets "arrived", the

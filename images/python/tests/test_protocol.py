@@ -16,7 +16,7 @@ class ReadyTest(ReplTestCase):
         self.assertRegex(ready["python"], r"^3\.\d+\.\d+")
         for name in ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "seaborn"):
             self.assertRegex(ready["preloaded"].get(name, ""), r"^\d+\.", name)
-        self.assertEqual(ready["capabilities"], {"languages": ["python", "bash"], "state": True, "files": True})
+        self.assertEqual(ready["capabilities"], {"languages": ["python", "bash"], "state": True, "files": True, "tools": True})
 
     def test_preloaded_names_and_quiet_start(self) -> None:
         repl = self.start(preload=True)

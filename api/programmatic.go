@@ -1,0 +1,394 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/session"
+)
+
+// The routes of programmatic tool calling, as LibreChat's agents package speaks it:
+// code that calls the client's tools while it runs. A run starts with POST
+// /exec/programmatic and answers tool_call_required each time the code waits on tool
+// calls; the client runs them and continues with their results, until the run is
+// completed or ends in an error. The run keeps its one sandbox throughout.
+
+// requestIDHeader names a request, so that POST /exec/programmatic/cancel can end
+// the run behind it.
+const requestIDHeader = "X-LibreChat-Code-Request-ID"
+
+// ptcRequest is the body of POST /exec/programmatic: a start, or, with a
+// continuation_token, the results of the calls a run waits on.
+type ptcRequest struct {
+	Code      *string         `json:"code"`
+	Lang      string          `json:"lang"`
+	Tools     []ptcTool       `json:"tools"`
+	Args      json.RawMessage `json:"args"`
+	SessionID string          `json:"session_id"`
+	EntityID  string          `json:"entity_id"`
+	UserID    string          `json:"user_id"`
+	Files     []fileRef       `json:"files"`
+	Timeout   *int64          `json:"timeout"`
+
+	ContinuationToken string                `json:"continuation_token"`
+	ToolResults       []protocol.ToolResult `json:"tool_results"`
+}
+
+// ptcTool is a tool as the client describes it; kiln needs only its name.
+type ptcTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ptcPause is the answer while a run waits on tool calls.
+type ptcPause struct {
+	Status            string              `json:"status"` // tool_call_required
+	ToolCalls         []protocol.ToolCall `json:"tool_calls"`
+	ContinuationToken string              `json:"continuation_token"`
+	ExecutionID       string              `json:"execution_id"`
+}
+
+// ptcEnd is the answer once a run is over: POST /exec's fields, with status
+// "completed" for a run that ended ok and "error" otherwise; run_status is the
+// run's own status.
+type ptcEnd struct {
+	*execResponse
+	Status      string `json:"status"`
+	RunStatus   string `json:"run_status"`
+	ExecutionID string `json:"execution_id"`
+}
+
+// ptcRun is a run with tools, between the requests that drive it.
+type ptcRun struct {
+	id, key string
+	pauses  chan executor.ToolCalls // the pause the next answer reports
+	done    chan struct{}           // closed when the run is over
+
+	mu      sync.Mutex
+	res     *session.ExecResult
+	err     error
+	taken   bool // the result went to a request, or was released
+	waiting int  // requests waiting on the run's next step
+}
+
+// ptcRuns holds the runs under way, by execution id, and the request ids that name them.
+type ptcRuns struct {
+	mu       sync.Mutex
+	runs     map[string]*ptcRun
+	requests map[string]*ptcRun // by "key\x00request id"
+}
+
+func (p *ptcRuns) add(run *ptcRun) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs == nil {
+		p.runs, p.requests = map[string]*ptcRun{}, map[string]*ptcRun{}
+	}
+	p.runs[run.id] = run
+}
+
+func (p *ptcRuns) get(id string) *ptcRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runs[id]
+}
+
+// name records that a request of key, named requestID, drives run.
+func (p *ptcRuns) name(run *ptcRun, requestID string) {
+	if requestID == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs[run.id] == run {
+		p.requests[run.key+"\x00"+requestID] = run
+	}
+}
+
+func (p *ptcRuns) byRequest(key, requestID string) *ptcRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests[key+"\x00"+requestID]
+}
+
+func (p *ptcRuns) remove(run *ptcRun) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.runs, run.id)
+	for k, r := range p.requests {
+		if r == run {
+			delete(p.requests, k)
+		}
+	}
+}
+
+// finish records the run's end. With no request waiting, nobody will answer with the
+// result: its sandbox goes at once.
+func (run *ptcRun) finish(res *session.ExecResult, err error) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.res, run.err = res, err
+	close(run.done)
+	if run.waiting == 0 {
+		run.drop()
+	}
+}
+
+// take hands the result to the one request that answers with it.
+func (run *ptcRun) take() (res *session.ExecResult, ok bool, err error) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.taken {
+		return nil, false, nil
+	}
+	run.taken = true
+	return run.res, true, run.err
+}
+
+func (run *ptcRun) attach() {
+	run.mu.Lock()
+	run.waiting++
+	run.mu.Unlock()
+}
+
+// detach ends a request's wait; the last one to leave an ended run releases it.
+func (run *ptcRun) detach() {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.waiting--
+	select {
+	case <-run.done:
+		if run.waiting == 0 {
+			run.drop()
+		}
+	default:
+	}
+}
+
+// drop releases a result nobody took. The caller holds mu.
+func (run *ptcRun) drop() {
+	if !run.taken {
+		run.taken = true
+		if run.res != nil {
+			run.res.Release()
+		}
+	}
+}
+
+// execProgrammatic handles POST /exec/programmatic.
+func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req ptcRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.ContinuationToken != "" {
+		s.continueProgrammatic(w, r, &req, start)
+		return
+	}
+	if len(req.Tools) == 0 {
+		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "tools is required: code that calls no tools runs with POST /exec"))
+		return
+	}
+	ereq := execRequest{Code: req.Code, Lang: req.Lang, Args: req.Args, SessionID: req.SessionID,
+		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout}
+	xreq, err := toExecRequest(&ereq)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sreq, err := sessionRequest(&ereq, xreq, false)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	for _, t := range req.Tools {
+		sreq.Tools = append(sreq.Tools, protocol.Tool{Name: t.Name, Function: functionName(t.Name, xreq.Lang)})
+	}
+	key := callerKey(r)
+	// A waiting program holds its sandbox: it counts against the caller's concurrency
+	// from its start to its end, across the requests that drive it.
+	freeSlot, ok := s.limiter.acquire(key)
+	if !ok {
+		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1,
+			Message: "too many executions in flight for this API key; wait for one to finish"})
+		return
+	}
+	run := &ptcRun{id: kiln.NewID(), key: caller(r, "").Key, pauses: make(chan executor.ToolCalls, 1), done: make(chan struct{})}
+	sreq.ExecutionID = run.id
+	sreq.OnToolCalls = func(tc executor.ToolCalls) {
+		select {
+		case run.pauses <- tc:
+		default: // nobody can hold the last pause's token: the run times out
+		}
+	}
+	s.ptc.add(run)
+	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	c := caller(r, req.UserID)
+	// The run outlives this request: a client that goes away cancels it (awaitStep).
+	ctx := context.WithoutCancel(r.Context())
+	go func() {
+		defer freeSlot()
+		res, err := s.sessions.Exec(ctx, c, sreq)
+		s.ptc.remove(run)
+		run.finish(res, err)
+	}()
+	s.awaitStep(w, r, run, start)
+}
+
+// continueProgrammatic hands a run the results of the calls it waits on, then answers
+// with its next step.
+func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, req *ptcRequest, start time.Time) {
+	instance, id, secret, ok := parseToken(req.ContinuationToken)
+	if !ok {
+		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "continuation_token is malformed"))
+		return
+	}
+	if instance != s.instance {
+		writeError(w, r, kiln.Errorf(kiln.CodeConflict,
+			"this continuation belongs to the run on kiln instance %q, and this is instance %q: send continuations to the instance that started the run (see docs/operations.md)", instance, s.instance))
+		return
+	}
+	run := s.ptc.get(id)
+	if err := s.sessions.Continue(r.Context(), caller(r, ""), id, secret, req.ToolResults); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if run == nil { // cannot happen: a run the executor holds is ours until it ends
+		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "execution %s not found", id))
+		return
+	}
+	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	s.awaitStep(w, r, run, start)
+}
+
+// awaitStep answers with the run's next step: a pause, or its end. A client that goes
+// away meanwhile cancels the run.
+func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, start time.Time) {
+	run.attach()
+	select {
+	case tc := <-run.pauses:
+		run.detach()
+		writeJSON(w, http.StatusOK, ptcPause{Status: "tool_call_required", ToolCalls: tc.Calls,
+			ContinuationToken: s.instance + "." + run.id + "." + tc.Token, ExecutionID: run.id})
+	case <-run.done:
+		res, ok, err := run.take()
+		run.detach()
+		if !ok {
+			writeError(w, r, kiln.Errorf(kiln.CodeConflict, "execution %s has already finished", run.id))
+			return
+		}
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		defer res.Release()
+		out := &ptcEnd{execResponse: newExecResponse(r, res, false), Status: "completed", RunStatus: res.Status, ExecutionID: run.id}
+		if res.Status != executor.StatusOK {
+			out.Status = "error"
+		}
+		out.Timing.TotalMS = ms(time.Since(start))
+		w.Header().Set("X-Execution-Id", run.id)
+		writeJSON(w, http.StatusOK, out)
+		_ = http.NewResponseController(w).Flush()
+	case <-r.Context().Done():
+		logger(r).Info("client went away during a programmatic run: cancelling it", "execution_id", run.id)
+		_ = s.sessions.Cancel(r.Context(), caller(r, ""), run.id)
+		run.detach()
+	}
+}
+
+// cancelProgrammatic handles POST /exec/programmatic/cancel: the run a request of the
+// caller's named (X-LibreChat-Code-Request-ID) ends as cancelled, its sandbox removed.
+func (s *Server) cancelProgrammatic(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.RequestID == "" {
+		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "request_id is required"))
+		return
+	}
+	c := caller(r, "")
+	run := s.ptc.byRequest(c.Key, req.RequestID)
+	if run == nil {
+		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no programmatic run under way for request %q", req.RequestID))
+		return
+	}
+	if err := s.sessions.Cancel(r.Context(), c, run.id); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"request_id": req.RequestID, "execution_id": run.id, "status": "cancelling"})
+}
+
+// parseToken splits a continuation token, "<instance>.<execution id>.<secret>"; the
+// instance's id may hold dots, the other two never do.
+func parseToken(token string) (instance, id, secret string, ok bool) {
+	rest, secret, ok1 := cutLast(token, ".")
+	instance, id, ok2 := cutLast(rest, ".")
+	if !ok1 || !ok2 || !kiln.ValidID(id) || secret == "" {
+		return "", "", "", false
+	}
+	return instance, id, secret, true
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+var (
+	toUnderscore   = regexp.MustCompile(`[-\s]`)
+	toUnderscoreSh = regexp.MustCompile(`[-\s.]`)
+	notIdentifier  = regexp.MustCompile(`[^a-zA-Z0-9_]`)
+)
+
+// Names a tool cannot take as is: Python's keywords, and bash's reserved words and the
+// builtins that declare.
+var (
+	pythonKeywords = words("False None True and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield")
+	bashReserved   = words("if then else elif fi case esac for while until do done in function select time coproc declare typeset local readonly export unset")
+)
+
+func words(list string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(list) {
+		m[w] = true
+	}
+	return m
+}
+
+// functionName is the name code calls a tool by, as LibreChat's client derives it:
+// hyphens and spaces (and in bash dots) become underscores, other characters that
+// cannot be in an identifier go, a leading digit gets an underscore in front, and a
+// reserved word gets "_tool" behind.
+func functionName(tool, lang string) string {
+	sep, reserved := toUnderscore, pythonKeywords
+	if lang == executor.LangBash {
+		sep, reserved = toUnderscoreSh, bashReserved
+	}
+	name := notIdentifier.ReplaceAllString(sep.ReplaceAllString(tool, "_"), "")
+	if name != "" && name[0] >= '0' && name[0] <= '9' {
+		name = "_" + name
+	}
+	if reserved[name] {
+		name += "_tool"
+	}
+	return name
+}
