@@ -15,6 +15,7 @@ checks both.
 - capture: the pipes behind fds 1 and 2, and decoding what they caught.
 - events: output and figures sent while a run goes on, by a sender thread.
 - files: input files written in, changed files collected out.
+- tools: calls to the host's client's tools while a run goes on, in Python and in bash.
 - figures: matplotlib figures saved as files, the part that needs no matplotlib.
 - mplbackend: the matplotlib backend; the one module loaded later, by matplotlib, as a
   submodule of this package (so through its __path__ too).
