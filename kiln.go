@@ -110,4 +110,6 @@ var (
 	ErrQueueTimeout = errors.New("no sandbox within the queue timeout")
 	// ErrShuttingDown: kiln is draining and takes no new executions.
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrUnsupportedLanguage: no pool's sandboxes run the language asked for.
+	ErrUnsupportedLanguage = errors.New("no pool serves this language")
 )

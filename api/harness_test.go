@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -108,7 +109,7 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 	sessions := session.New(session.Config{
 		Store:    st,
 		Runner:   session.RunnerFunc(h.runner(cfg)),
-		Validate: executor.New(nil, TestLimits, log).Validate, // Validate uses no pool
+		Validate: executor.New(languages{"bash", "python"}, TestLimits, log).Validate, // Validate asks only for the languages
 		CheckState: func(blob []byte) error {
 			return executor.CheckState(blob, TestLimits.MaxStateBytes, TestLimits.MaxStateRaw)
 		},
@@ -205,3 +206,12 @@ func (o *ObserverLog) Seen() []Observed {
 
 // SetKeepAlive sets the time between comments on a quiet event stream.
 func (h *Harness) SetKeepAlive(d time.Duration) { h.Server.keepAlive = d }
+
+// languages is a pool that only says what its sandboxes run; Validate asks no more.
+type languages []string
+
+func (l languages) Languages() ([]string, bool) { return l, true }
+func (languages) Checkout(context.Context, string) (executor.Sandbox, error) {
+	return nil, errors.New("the harness's runner runs without sandboxes")
+}
+func (languages) Release(executor.Sandbox) {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +24,8 @@ const (
 	StatusCancelled   = "cancelled"
 )
 
-// Languages an execution can ask for.
+// The languages every kiln image's REPL runs itself. The others are whatever the
+// sandboxes' ready frames list: the executor has no table of them.
 const (
 	LangPython = "python"
 	LangBash   = "bash"
@@ -41,10 +43,14 @@ type Sandbox interface {
 	Exit(ctx context.Context) (code int, oomKilled bool, err error)
 }
 
-// Pool lends sandboxes, each for one execution.
+// Pool lends sandboxes, each for one execution, from a pool whose sandboxes run the
+// language asked for (kiln.ErrUnsupportedLanguage when none does).
 type Pool interface {
-	Checkout(ctx context.Context) (Sandbox, error)
+	Checkout(ctx context.Context, lang string) (Sandbox, error)
 	Release(Sandbox)
+	// Languages returns the languages the sandboxes run, as they said, and whether
+	// every pool has said yet.
+	Languages() (langs []string, complete bool)
 }
 
 // Limits bound an execution. They come from configuration.
@@ -202,12 +208,12 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer e.reg.done(req.ExecutionID)
 	start := time.Now()
-	sb, err := e.pool.Checkout(ctx)
+	sb, err := e.pool.Checkout(ctx, req.Lang)
 	if err != nil {
 		if context.Cause(ctx) == errCancelRequested {
 			return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
 		}
-		return nil, e.checkoutError(err)
+		return nil, e.checkoutError(err, req.Lang)
 	}
 	// Until a valid response replaces it, the state is the one the run was given.
 	res := &Result{Sandbox: sb.ID(), ExecutionID: req.ExecutionID, QueueWait: time.Since(start), State: req.State}
@@ -359,10 +365,8 @@ func fill(res *Result, r *protocol.Response) {
 // the code and state bounded. It uses no sandbox, and marks the request checked.
 func (e *Executor) Validate(req *Request) (err error) {
 	defer func() { req.validated = err == nil }()
-	switch req.Lang {
-	case LangPython, LangBash:
-	default:
-		return kiln.Errorf(kiln.CodeLanguage, "unsupported language %q", req.Lang)
+	if langs, complete := e.pool.Languages(); req.Lang == "" || complete && !slices.Contains(langs, req.Lang) {
+		return e.unsupported(req.Lang)
 	}
 	if strings.TrimSpace(req.Code) == "" {
 		return kiln.Errorf(kiln.CodeInvalid, "code is empty")
@@ -390,8 +394,16 @@ func (e *Executor) Validate(req *Request) (err error) {
 	return nil
 }
 
-func (e *Executor) checkoutError(err error) error {
+// unsupported is the answer to a language no sandbox runs.
+func (e *Executor) unsupported(lang string) error {
+	langs, _ := e.pool.Languages()
+	return kiln.Errorf(kiln.CodeLanguage, "unsupported language %q; this deployment runs %s", lang, strings.Join(langs, ", "))
+}
+
+func (e *Executor) checkoutError(err error, lang string) error {
 	switch {
+	case errors.Is(err, kiln.ErrUnsupportedLanguage):
+		return e.unsupported(lang)
 	case errors.Is(err, kiln.ErrQueueFull):
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "all sandboxes are busy and the queue is full; retry later", RetryAfter: e.limits.RetryAfter}
 	case errors.Is(err, kiln.ErrQueueTimeout):

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -132,15 +134,21 @@ type fakePool struct {
 	released  []Sandbox
 }
 
-func (p *fakePool) Checkout(ctx context.Context) (Sandbox, error) {
+func (p *fakePool) Checkout(ctx context.Context, lang string) (Sandbox, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if langs, _ := p.Languages(); !slices.Contains(langs, lang) {
+		return nil, kiln.ErrUnsupportedLanguage
+	}
 	p.checkouts++
 	if p.err != nil {
 		return nil, p.err
 	}
 	return p.sb, nil
 }
+
+// Languages: the fake's sandboxes run what a Python image's do, and one more.
+func (p *fakePool) Languages() ([]string, bool) { return []string{"bash", "js", "python"}, true }
 
 func (p *fakePool) Release(sb Sandbox) {
 	p.mu.Lock()

@@ -46,6 +46,9 @@ func (e *Executor) validateTools(req *Request) error {
 	if req.OnToolCalls == nil {
 		return fmt.Errorf("executor: a request with tools needs OnToolCalls")
 	}
+	if req.Lang != LangPython && req.Lang != LangBash {
+		return kiln.Errorf(kiln.CodeLanguage, "tools are for python and bash code, not %s", req.Lang)
+	}
 	if len(req.Tools) > e.limits.MaxTools {
 		return kiln.Errorf(kiln.CodeInvalid, "%d tools; the limit is %d", len(req.Tools), e.limits.MaxTools)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kilnsh/kiln/pool"
@@ -18,10 +19,12 @@ type Daemon interface {
 	ImageID(ctx context.Context, image string) (string, error)
 }
 
-// Pool is what the checks need of the sandbox pool.
+// Pool is what the checks need of the sandbox pools (a pool.Set): their totals, and
+// each pool's own numbers.
 type Pool interface {
 	CanServe() bool
 	Stats() pool.Stats
+	PoolStats() []pool.MemberStats
 }
 
 // Executor is what the checks need of the executor.
@@ -34,11 +37,12 @@ type Checker struct {
 	Daemon   Daemon
 	Pool     Pool
 	Executor Executor
-	Image    string // the sandbox image
-	Runtime  string // the OCI runtime of sandboxes: runc or runsc
-	Repl     bool   // whether sandboxes run the warm REPL (else exec mode)
-	Store    string // the session store: disk or redis
-	Auth     bool   // whether API keys are required
+	Image    string            // the first pool's sandbox image
+	Images   map[string]string // every pool's image, by pool name
+	Runtime  string            // the OCI runtime of sandboxes: runc or runsc
+	Repl     bool              // whether sandboxes run the warm REPL (else exec mode)
+	Store    string            // the session store: disk or redis
+	Auth     bool              // whether API keys are required
 }
 
 // Ready returns nil when kiln can serve executions, else why not.
@@ -49,8 +53,10 @@ func (c *Checker) Ready(ctx context.Context) error {
 	if err := c.Daemon.Ping(ctx); err != nil {
 		return fmt.Errorf("docker does not answer: %v", err)
 	}
-	if _, err := c.Daemon.ImageID(ctx, c.Image); err != nil {
-		return fmt.Errorf("sandbox image: %v", err)
+	for _, image := range c.images() {
+		if _, err := c.Daemon.ImageID(ctx, image); err != nil {
+			return fmt.Errorf("sandbox image: %v", err)
+		}
 	}
 	if !c.Pool.CanServe() {
 		if st := c.Pool.Stats(); st.LastError != "" {
@@ -59,6 +65,17 @@ func (c *Checker) Ready(ctx context.Context) error {
 		return errors.New("no sandbox is ready yet")
 	}
 	return nil
+}
+
+// images lists every pool's image once, the first pool's first.
+func (c *Checker) images() []string {
+	out := []string{c.Image}
+	for _, image := range c.Images {
+		if !slices.Contains(out, image) {
+			out = append(out, image)
+		}
+	}
+	return out
 }
 
 // Detailed returns the body of /health/detailed: ok, degraded (the pool is short or
@@ -81,6 +98,23 @@ func (c *Checker) Detailed(ctx context.Context) any {
 	if status == "ok" && (st.Ready < st.Target || st.LastError != "") {
 		status = "degraded"
 	}
+	pools := []map[string]any{}
+	for _, p := range c.Pool.PoolStats() {
+		ps := p.Stats
+		entry := map[string]any{
+			"name": p.Name, "image": c.Images[p.Name], "languages": p.Languages,
+			"target": ps.Target, "ready": ps.Ready, "warming": ps.Warming, "in_use": ps.InUse,
+			"waiting": ps.Waiting, "created": ps.Counts.Created, "failed": ps.Counts.Failed,
+			"died": ps.Counts.Died, "last_error": ps.LastError,
+		}
+		if image := c.Images[p.Name]; image != "" && image != c.Image {
+			if _, err := c.Daemon.ImageID(ctx, image); err != nil {
+				entry["image_error"] = err.Error()
+				status = "unhealthy"
+			}
+		}
+		pools = append(pools, entry)
+	}
 	containers := make([]map[string]any, 0, len(st.Sandboxes))
 	for _, s := range st.Sandboxes {
 		containers = append(containers, map[string]any{"id": s.ID, "state": s.State, "age_seconds": s.Age.Round(time.Millisecond).Seconds()})
@@ -96,6 +130,7 @@ func (c *Checker) Detailed(ctx context.Context) any {
 			"last_error": st.LastError, "containers": containers,
 			"runtime": c.Runtime, "repl": c.Repl,
 		},
+		"pools": pools,
 		"store": map[string]any{"kind": c.Store},
 		"auth":  map[string]any{"enabled": c.Auth},
 	}

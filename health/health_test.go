@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ type fakePool struct {
 
 func (p fakePool) CanServe() bool    { return p.canServe }
 func (p fakePool) Stats() pool.Stats { return p.stats }
+
+// PoolStats: the fake is one pool, python.
+func (p fakePool) PoolStats() []pool.MemberStats {
+	return []pool.MemberStats{{Name: "python", Languages: []string{"bash", "python"}, Stats: p.stats}}
+}
 
 type fakeExecutor bool
 
@@ -77,5 +83,9 @@ func TestDetailedListsThePool(t *testing.T) {
 	}
 	if img := d["image"].(map[string]any); img["present"] != true || !strings.HasPrefix(img["id"].(string), "sha256:") {
 		t.Errorf("image: got %v, want present with its id", img)
+	}
+	pools := d["pools"].([]map[string]any)
+	if len(pools) != 1 || pools[0]["name"] != "python" || pools[0]["ready"] != 1 || !reflect.DeepEqual(pools[0]["languages"], []string{"bash", "python"}) {
+		t.Errorf("pools: got %v, want the python pool with its languages", pools)
 	}
 }

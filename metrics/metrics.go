@@ -25,9 +25,9 @@ type Metrics struct {
 	wireBytes  *prometheus.CounterVec
 
 	checkouts    *prometheus.CounterVec
-	created      prometheus.Counter
-	warmup       prometheus.Histogram
-	warmFailures *prometheus.CounterVec
+	created      *prometheus.CounterVec   // by pool
+	warmup       *prometheus.HistogramVec // by pool
+	warmFailures *prometheus.CounterVec   // by pool and reason
 	removed      prometheus.Counter
 	leaked       prometheus.Counter
 
@@ -63,14 +63,14 @@ func New() *Metrics {
 		checkouts: f.counterVec("kiln_pool_checkouts_total",
 			"Requests for a warm sandbox by outcome: ok, timeout (none within the queue timeout), "+
 				"queue_full, closed (shutting down) or canceled (the caller left).", "outcome"),
-		created: f.counter("kiln_sandboxes_created_total",
-			"Sandbox containers that were created and became ready to serve."),
-		warmup: f.histogram("kiln_sandbox_warmup_duration_seconds",
-			"Time from creating a sandbox container to its REPL being ready, for successful warm-ups.",
-			[]float64{.1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}),
+		created: f.counterVec("kiln_sandboxes_created_total",
+			"Sandbox containers that were created and became ready to serve, by pool.", "pool"),
+		warmup: f.histogramVec("kiln_sandbox_warmup_duration_seconds",
+			"Time from creating a sandbox container to its REPL being ready, for successful warm-ups, by pool.",
+			[]float64{.1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}, "pool"),
 		warmFailures: f.counterVec("kiln_sandbox_warmup_failures_total",
-			"Sandbox warm-ups that failed, by reason: timeout (no ready frame in time), exited (the REPL died "+
-				"while starting), docker (the daemon refused or failed a create, attach or start), other.", "reason"),
+			"Sandbox warm-ups that failed, by pool and reason: timeout (no ready frame in time), exited (the REPL "+
+				"died while starting), docker (the daemon refused or failed a create, attach or start), other.", "pool", "reason"),
 		removed: f.counter("kiln_sandboxes_removed_total",
 			"Sandbox containers removed after use, after dying, or at shutdown."),
 		leaked: f.counter("kiln_sandboxes_leaked_total",
@@ -96,9 +96,6 @@ func New() *Metrics {
 	}
 	for _, o := range checkoutOutcomes {
 		m.checkouts.WithLabelValues(o)
-	}
-	for _, r := range []string{ReasonTimeout, ReasonExited, ReasonDocker, ReasonOther} {
-		m.warmFailures.WithLabelValues(r)
 	}
 	return m
 }

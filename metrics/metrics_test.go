@@ -79,13 +79,17 @@ func (f fakeRunner) Run(context.Context, executor.Request) (*executor.Result, er
 	return f.res, f.err
 }
 
-type fakePool struct{ st pool.Stats }
+type fakePools []pool.MemberStats
 
-func (f fakePool) Stats() pool.Stats { return f.st }
+func (f fakePools) PoolStats() []pool.MemberStats { return f }
 
 func TestExportedNamesAndRecent(t *testing.T) {
 	m := New()
-	m.WatchPool(fakePool{pool.Stats{Target: 4, Ready: 3, Warming: 1, Counts: pool.Counts{Died: 2}}})
+	m.WatchPools(fakePools{
+		{Name: "python", Stats: pool.Stats{Target: 4, Ready: 3, Warming: 1, Counts: pool.Counts{Died: 2}}},
+		{Name: "polyglot", Stats: pool.Stats{Target: 1}},
+	})
+	obs := m.Pool("python")
 	msg := "NameError: name 'x' is not defined"
 	runs := []fakeRunner{
 		{res: &executor.Result{Status: "ok", Stdout: "hello", State: make([]byte, 100), ExecTime: 3 * time.Millisecond, WireIn: 300, WireOut: 40}},
@@ -95,12 +99,12 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	for _, r := range runs {
 		_, _ = m.Observe(r).Run(context.Background(), executor.Request{})
 	}
-	m.Warmed(time.Second)
-	m.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrDaemon))
-	m.Removed(nil)
-	m.Removed(errors.New("remove failed"))
-	m.Waited(time.Millisecond, nil)
-	m.Waited(10*time.Second, kiln.ErrQueueTimeout)
+	obs.Warmed(time.Second)
+	obs.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrDaemon))
+	obs.Removed(nil)
+	obs.Removed(errors.New("remove failed"))
+	obs.Waited(time.Millisecond, nil)
+	obs.Waited(10*time.Second, kiln.ErrQueueTimeout)
 	m.Request("/exec", "POST", 200, time.Millisecond)
 	m.Request("unmatched", "BREW", 404, time.Millisecond)
 
@@ -121,11 +125,13 @@ func TestExportedNamesAndRecent(t *testing.T) {
 		`kiln_sandbox_wire_bytes_total{direction="in"} 300`,
 		`kiln_sandbox_wire_bytes_total{direction="out"} 40`,
 		`kiln_pool_checkouts_total{outcome="timeout"} 1`,
-		`kiln_pool_target 4`, `kiln_pool_ready 3`, `kiln_pool_warming 1`, `kiln_pool_in_use 0`, `kiln_pool_waiting 0`,
-		`kiln_sandboxes_died_total 2`,
-		`kiln_sandboxes_created_total 1`,
-		`kiln_sandbox_warmup_duration_seconds_count 1`,
-		`kiln_sandbox_warmup_failures_total{reason="docker"} 1`,
+		`kiln_pool_target{pool="python"} 4`, `kiln_pool_ready{pool="python"} 3`, `kiln_pool_warming{pool="python"} 1`,
+		`kiln_pool_in_use{pool="python"} 0`, `kiln_pool_waiting{pool="python"} 0`, `kiln_pool_target{pool="polyglot"} 1`,
+		`kiln_sandboxes_died_total{pool="python"} 2`,
+		`kiln_sandboxes_created_total{pool="python"} 1`,
+		`kiln_sandbox_warmup_duration_seconds_count{pool="python"} 1`,
+		`kiln_sandbox_warmup_failures_total{pool="python",reason="docker"} 1`,
+		`kiln_sandbox_warmup_failures_total{pool="python",reason="timeout"} 0`,
 		`kiln_sandboxes_removed_total 1`,
 		`kiln_sandboxes_leaked_total 1`,
 		`kiln_http_requests_total{code="200",method="POST",route="/exec"} 1`,

@@ -22,16 +22,38 @@ const (
 // Outcomes of a checkout, as kiln_pool_checkouts_total labels them.
 var checkoutOutcomes = []string{"ok", "timeout", "queue_full", "closed", "canceled"}
 
+// Pool returns the pool.Observer of the pool with that name (a label value: POOLS
+// names few pools).
+func (m *Metrics) Pool(name string) pool.Observer {
+	for _, r := range []string{ReasonTimeout, ReasonExited, ReasonDocker, ReasonOther} {
+		m.warmFailures.WithLabelValues(name, r)
+	}
+	return &poolObserver{m: m, name: name, created: m.created.WithLabelValues(name), warmup: m.warmup.WithLabelValues(name)}
+}
+
+// poolObserver is one pool's observer: warm-ups by pool, the rest into kiln's totals.
+type poolObserver struct {
+	m       *Metrics
+	name    string
+	created prometheus.Counter
+	warmup  prometheus.Observer
+}
+
 // Warmed implements pool.Observer: a sandbox became ready after d.
-func (m *Metrics) Warmed(d time.Duration) {
-	m.created.Inc()
-	m.warmup.Observe(d.Seconds())
+func (o *poolObserver) Warmed(d time.Duration) {
+	o.created.Inc()
+	o.warmup.Observe(d.Seconds())
 }
 
 // WarmFailed implements pool.Observer.
-func (m *Metrics) WarmFailed(err error) { m.warmFailures.WithLabelValues(WarmupReason(err)).Inc() }
+func (o *poolObserver) WarmFailed(err error) {
+	o.m.warmFailures.WithLabelValues(o.name, WarmupReason(err)).Inc()
+}
 
-// Removed implements pool.Observer; a failed removal is a possible leak.
+func (o *poolObserver) Removed(err error)                 { o.m.Removed(err) }
+func (o *poolObserver) Waited(d time.Duration, err error) { o.m.Waited(d, err) }
+
+// Removed counts a removal; a failed removal is a possible leak.
 func (m *Metrics) Removed(err error) {
 	if err != nil {
 		m.leaked.Inc()
@@ -40,7 +62,7 @@ func (m *Metrics) Removed(err error) {
 	m.removed.Inc()
 }
 
-// Waited implements pool.Observer: a checkout waited d and ended with err.
+// Waited counts a checkout that waited d and ended with err.
 func (m *Metrics) Waited(d time.Duration, err error) {
 	m.duration.WithLabelValues("queue").Observe(d.Seconds())
 	m.checkouts.WithLabelValues(checkoutOutcome(err)).Inc()
@@ -74,29 +96,31 @@ func WarmupReason(err error) string {
 	return ReasonOther
 }
 
-// StatsSource is what the pool gauges read at scrape time; *pool.Pool implements it.
-type StatsSource interface {
-	Stats() pool.Stats
+// PoolsSource is what the pool gauges read at scrape time; *pool.Set implements it.
+type PoolsSource interface {
+	PoolStats() []pool.MemberStats
 }
 
-// WatchPool registers the pool gauges, read from src on every scrape so they are
-// never stale. Call it once, after the pool exists.
-func (m *Metrics) WatchPool(src StatsSource) {
+// WatchPools registers the gauges of the pools, labelled by pool and read from src on
+// every scrape so they are never stale. Call it once, after the pools exist.
+func (m *Metrics) WatchPools(src PoolsSource) {
 	m.reg.MustRegister(&poolCollector{src: src})
 }
 
+var poolLabel = []string{"pool"}
+
 var (
-	descTarget  = prometheus.NewDesc("kiln_pool_target", "Sandboxes the pool keeps warm (POOL_SIZE).", nil, nil)
-	descReady   = prometheus.NewDesc("kiln_pool_ready", "Warm sandboxes waiting for an execution.", nil, nil)
-	descWarming = prometheus.NewDesc("kiln_pool_warming", "Sandboxes being created and started right now.", nil, nil)
-	descInUse   = prometheus.NewDesc("kiln_pool_in_use", "Sandboxes checked out, running an execution.", nil, nil)
-	descWaiting = prometheus.NewDesc("kiln_pool_waiting", "Executions queued for a sandbox right now.", nil, nil)
+	descTarget  = prometheus.NewDesc("kiln_pool_target", "Sandboxes the pool keeps warm (its size in POOLS).", poolLabel, nil)
+	descReady   = prometheus.NewDesc("kiln_pool_ready", "Warm sandboxes waiting for an execution.", poolLabel, nil)
+	descWarming = prometheus.NewDesc("kiln_pool_warming", "Sandboxes being created and started right now.", poolLabel, nil)
+	descInUse   = prometheus.NewDesc("kiln_pool_in_use", "Sandboxes checked out, running an execution.", poolLabel, nil)
+	descWaiting = prometheus.NewDesc("kiln_pool_waiting", "Executions queued for a sandbox right now.", poolLabel, nil)
 	descDied    = prometheus.NewDesc("kiln_sandboxes_died_total",
-		"Warm sandboxes whose process died while waiting in the pool (they are replaced).", nil, nil)
+		"Warm sandboxes whose process died while waiting in the pool (they are replaced).", poolLabel, nil)
 )
 
-// poolCollector reads one pool snapshot per scrape.
-type poolCollector struct{ src StatsSource }
+// poolCollector reads one snapshot of the pools per scrape.
+type poolCollector struct{ src PoolsSource }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTarget, descReady, descWarming, descInUse, descWaiting, descDied} {
@@ -105,14 +129,16 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.src.Stats()
-	gauge := func(d *prometheus.Desc, v int) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	for _, p := range c.src.PoolStats() {
+		st := p.Stats
+		gauge := func(d *prometheus.Desc, v int) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), p.Name)
+		}
+		gauge(descTarget, st.Target)
+		gauge(descReady, st.Ready)
+		gauge(descWarming, st.Warming)
+		gauge(descInUse, st.InUse)
+		gauge(descWaiting, st.Waiting)
+		ch <- prometheus.MustNewConstMetric(descDied, prometheus.CounterValue, float64(st.Counts.Died), p.Name)
 	}
-	gauge(descTarget, st.Target)
-	gauge(descReady, st.Ready)
-	gauge(descWarming, st.Warming)
-	gauge(descInUse, st.InUse)
-	gauge(descWaiting, st.Waiting)
-	ch <- prometheus.MustNewConstMetric(descDied, prometheus.CounterValue, float64(st.Counts.Died))
 }

@@ -67,7 +67,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if err != nil {
 		return nil, err
 	}
-	if sess != nil && sess.HasState {
+	if sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("load state: %w", err)

@@ -92,6 +92,12 @@ function showHealth(h) {
   const status = $("status");
   status.textContent = h.status;
   status.className = "pill " + h.status;
+  fillTable("pools", (h.pools || []).map((q) => row([
+    { text: q.name, cls: "mono" }, { text: q.image || "", cls: "mono" },
+    { text: (q.languages || ["not known yet"]).join(" ") },
+    { text: q.target, cls: "num" }, { text: q.ready, cls: "num" }, { text: q.warming, cls: "num" },
+    { text: q.in_use, cls: "num" }, { text: q.waiting, cls: "num" },
+  ])), 8, "no pool");
   fillTable("containers", (p.containers || []).map((c) => row([
     { text: c.id, cls: "mono" }, { text: c.state }, { text: fmtAge(c.age_seconds) },
   ])), 3, "no warm container");

@@ -28,7 +28,7 @@ type Main struct {
 	log *slog.Logger
 
 	docker   *docker.Client
-	pool     *pool.Pool[*docker.Sandbox]
+	pools    *pool.Set[*docker.Sandbox]
 	store    store.Store
 	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx    context.Context    // governs them
@@ -67,11 +67,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := dc.Ping(pctx); err != nil {
 		return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
 	}
-	if _, err := dc.ImageID(pctx, cfg.SandboxImage); err != nil {
-		if errors.Is(err, docker.ErrImageMissing) {
-			return fmt.Errorf("sandbox image %s is missing: build it with 'make image'", cfg.SandboxImage)
-		}
+	specs, err := cfg.PoolSpecs()
+	if err != nil {
 		return err
+	}
+	for _, ps := range specs {
+		if _, err := dc.ImageID(pctx, ps.Image); err != nil {
+			if errors.Is(err, docker.ErrImageMissing) {
+				return fmt.Errorf("sandbox image %s of pool %s is missing: build it with 'make image'", ps.Image, ps.Name)
+			}
+			return err
+		}
 	}
 	if n, err := dc.RemoveOrphans(pctx, cfg.InstanceID); err != nil {
 		m.log.Warn("removing orphaned sandboxes failed", "err", err)
@@ -80,22 +86,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	met := metrics.New()
-	m.pool = pool.New(pool.Config{
-		Size:          cfg.PoolSize,
-		Warmers:       cfg.PoolWarmers,
-		QueueTimeout:  time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
-		MaxQueue:      cfg.MaxQueue,
-		WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
-		BackoffMin:    500 * time.Millisecond,
-		BackoffMax:    5 * time.Second,
-	}, factory{dc: dc, spec: m.spec()}, m.log, met)
-	met.WatchPool(m.pool)
+	m.pools = m.newPools(dc, specs, met)
+	met.WatchPools(m.pools)
+	m.background(m.pools.Probe)
 
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
-	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pool.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
-	m.exec = executor.New(poolAdapter{m.pool}, limits, m.log)
+	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
+	m.exec = executor.New(poolAdapter{m.pools}, limits, m.log)
 	sessions := session.New(session.Config{
 		Store:      m.store,
 		Runner:     met.Observe(m.exec),
@@ -128,8 +127,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Keys:       keys,
 		Sessions:   sessions,
 		Health: &health.Checker{
-			Daemon: dc, Pool: m.pool, Executor: m.exec,
-			Image: cfg.SandboxImage, Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
+			Daemon: dc, Pool: m.pools, Executor: m.exec,
+			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled(),
 		},
 		Log:            m.log,
@@ -159,8 +158,7 @@ func (m *Main) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	go func() { m.served <- m.server.Serve(ln) }()
-	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pool_size", cfg.PoolSize,
-		"image", cfg.SandboxImage, "runtime", runtimeName(cfg.SandboxRuntime), "instance", cfg.InstanceID)
+	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "runtime", runtimeName(cfg.SandboxRuntime), "instance", cfg.InstanceID)
 	return nil
 }
 
@@ -198,8 +196,8 @@ func (m *Main) Close(ctx context.Context) error {
 		if m.store != nil {
 			errs = append(errs, m.store.Close())
 		}
-		if m.pool != nil {
-			if err := m.pool.Close(ctx); err != nil {
+		if m.pools != nil {
+			if err := m.pools.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("pool close: %w", err))
 			}
 		}
@@ -262,6 +260,45 @@ func (m *Main) storeKind() string {
 // replCommand is how the sandbox image starts its REPL for one request in exec mode
 // (REPL_ENABLED=false): a fresh interpreter, no pre-imports, one request, then exit.
 var replCommand = []string{"python3", "/opt/kiln/repl_server.py", "--once", "--no-preload"}
+
+// newPools starts a pool per spec, each with its image, in one Set that learns their
+// languages from their sandboxes' ready frames.
+func (m *Main) newPools(dc *docker.Client, specs []PoolSpec, met *metrics.Metrics) *pool.Set[*docker.Sandbox] {
+	cfg := m.cfg
+	var set *pool.Set[*docker.Sandbox]
+	made := make(chan struct{}) // closed once set exists
+	members := make([]pool.Member[*docker.Sandbox], 0, len(specs))
+	for _, ps := range specs {
+		spec := m.spec()
+		spec.Image = ps.Image
+		f := factory{dc: dc, spec: spec, learn: func(langs []string) {
+			<-made
+			set.Learn(ps.Name, langs)
+		}}
+		p := pool.New(pool.Config{
+			Size:          ps.Size,
+			Warmers:       cfg.PoolWarmers,
+			QueueTimeout:  time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
+			MaxQueue:      cfg.MaxQueue,
+			WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
+			BackoffMin:    500 * time.Millisecond,
+			BackoffMax:    5 * time.Second,
+		}, f, m.log.With("pool", ps.Name), met.Pool(ps.Name))
+		members = append(members, pool.Member[*docker.Sandbox]{Name: ps.Name, Pool: p})
+	}
+	// The factories' first warm-ups may finish before NewSet returns: they wait for it.
+	set = pool.NewSet(members, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log)
+	close(made)
+	return set
+}
+
+func poolImages(specs []PoolSpec) map[string]string {
+	out := make(map[string]string, len(specs))
+	for _, ps := range specs {
+		out[ps.Name] = ps.Image
+	}
+	return out
+}
 
 func (m *Main) spec() docker.Spec {
 	c := m.cfg
@@ -334,23 +371,32 @@ func runtimeName(r string) string {
 	return r
 }
 
-// factory makes sandboxes for the pool.
+// factory makes sandboxes for a pool, and tells what they said they run.
 type factory struct {
-	dc   *docker.Client
-	spec docker.Spec
+	dc    *docker.Client
+	spec  docker.Spec
+	learn func(langs []string)
 }
 
-func (f factory) Start(ctx context.Context) (*docker.Sandbox, error) { return f.dc.Start(ctx, f.spec) }
+func (f factory) Start(ctx context.Context) (*docker.Sandbox, error) {
+	sb, err := f.dc.Start(ctx, f.spec)
+	if err == nil {
+		f.learn(sb.Ready().Capabilities.Languages)
+	}
+	return sb, err
+}
 
-// poolAdapter lends the pool's Docker sandboxes to the executor.
-type poolAdapter struct{ p *pool.Pool[*docker.Sandbox] }
+// poolAdapter lends the pools' Docker sandboxes to the executor.
+type poolAdapter struct{ s *pool.Set[*docker.Sandbox] }
 
-func (a poolAdapter) Checkout(ctx context.Context) (executor.Sandbox, error) {
-	sb, err := a.p.Checkout(ctx)
+func (a poolAdapter) Checkout(ctx context.Context, lang string) (executor.Sandbox, error) {
+	sb, err := a.s.Checkout(ctx, lang)
 	if err != nil {
 		return nil, err
 	}
 	return sb, nil
 }
 
-func (a poolAdapter) Release(sb executor.Sandbox) { a.p.Release(sb.(*docker.Sandbox)) }
+func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(*docker.Sandbox)) }
+
+func (a poolAdapter) Languages() ([]string, bool) { return a.s.Languages() }

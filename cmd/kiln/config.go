@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kelseyhightower/envconfig"
@@ -27,7 +30,13 @@ type Config struct {
 	SandboxTmpMB     int64   `envconfig:"SANDBOX_TMP_MB" default:"64"`
 	SandboxDataMB    int64   `envconfig:"SANDBOX_DATA_MB" default:"256"`
 
-	PoolSize            int     `envconfig:"POOL_SIZE" default:"4"`
+	PoolSize int `envconfig:"POOL_SIZE" default:"4"`
+	// Pools names the pools, one per sandbox image, with their sizes:
+	// "python:4,polyglot:1". Empty means one pool, python, of POOL_SIZE.
+	Pools string `envconfig:"POOLS"`
+	// SandboxImages overrides pools' images: "polyglot=registry/kiln-polyglot:1.2".
+	// By default the python pool runs SANDBOX_IMAGE and pool X runs kiln-X:latest.
+	SandboxImages       string  `envconfig:"SANDBOX_IMAGES"`
 	PoolWarmers         int     `envconfig:"POOL_WARMERS" default:"2"`
 	QueueTimeoutSeconds float64 `envconfig:"QUEUE_TIMEOUT_SECONDS" default:"10"`
 	MaxQueue            int     `envconfig:"MAX_QUEUE" default:"32"`
@@ -142,8 +151,53 @@ func (c Config) Validate() error {
 	check(c.MCPIdleMinutes >= 1, "MCP_IDLE_MINUTES must be at least 1, got %d", c.MCPIdleMinutes)
 	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
+	if _, err := c.PoolSpecs(); err != nil {
+		errs = append(errs, err)
+	}
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)
 	return errors.Join(errs...)
+}
+
+// PoolSpec is one pool: its name, how many sandboxes it keeps warm, its image.
+type PoolSpec struct {
+	Name  string
+	Size  int
+	Image string
+}
+
+var poolName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// PoolSpecs reads POOLS and SANDBOX_IMAGES.
+func (c Config) PoolSpecs() ([]PoolSpec, error) {
+	if strings.TrimSpace(c.Pools) == "" {
+		return []PoolSpec{{Name: "python", Size: c.PoolSize, Image: c.SandboxImage}}, nil
+	}
+	var specs []PoolSpec
+	seen := map[string]bool{}
+	for _, item := range strings.Split(c.Pools, ",") {
+		name, size, ok := strings.Cut(strings.TrimSpace(item), ":")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil || n < 0 || n > 256 || !poolName.MatchString(name) || seen[name] {
+			return nil, fmt.Errorf("POOLS must be name:size pairs, such as python:4,polyglot:1 (names of a-z, 0-9 and -, each once; sizes 0 to 256), got %q", c.Pools)
+		}
+		seen[name] = true
+		image := "kiln-" + name + ":latest"
+		if name == "python" {
+			image = c.SandboxImage
+		}
+		specs = append(specs, PoolSpec{Name: name, Size: n, Image: image})
+	}
+	if strings.TrimSpace(c.SandboxImages) != "" {
+		for _, item := range strings.Split(c.SandboxImages, ",") {
+			name, image, ok := strings.Cut(strings.TrimSpace(item), "=")
+			i := slices.IndexFunc(specs, func(s PoolSpec) bool { return s.Name == name })
+			if !ok || image == "" || i < 0 {
+				return nil, fmt.Errorf("SANDBOX_IMAGES must be pool=image pairs for pools of POOLS, got %q", c.SandboxImages)
+			}
+			specs[i].Image = image
+		}
+	}
+	return specs, nil
 }

@@ -147,7 +147,7 @@ func (c *client) waitPool(ctx context.Context, what string, every time.Duration,
 	}
 }
 
-// poolGauges returns the kiln_pool_* gauges of /metrics.
+// poolGauges returns the kiln_pool_* gauges of /metrics, added up over the pools.
 func (c *client) poolGauges(ctx context.Context) (map[string]float64, error) {
 	c.polls.Add(1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/metrics", nil)
@@ -168,12 +168,13 @@ func (c *client) poolGauges(ctx context.Context) (map[string]float64, error) {
 	}
 	g := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		name, v, found := strings.Cut(line, " ")
+		series, v, found := strings.Cut(line, " ")
+		name, _, _ := strings.Cut(series, "{") // kiln_pool_ready{pool="python"}
 		if !found || !strings.HasPrefix(name, "kiln_pool_") {
 			continue
 		}
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			g[name] = f
+			g[name] += f
 		}
 	}
 	if _, ok := g["kiln_pool_ready"]; !ok {

@@ -1,0 +1,239 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kilnsh/kiln"
+)
+
+// Member is one pool of a Set, by name (POOLS=python:4,polyglot:1 names two).
+type Member[S Sandbox] struct {
+	Name string
+	Pool *Pool[S]
+}
+
+// MemberStats is one pool of a Set as /health/detailed, the dashboard and the metrics
+// show it.
+type MemberStats struct {
+	Name      string
+	Languages []string // nil until the pool has learned them
+	Stats     Stats
+}
+
+// Set lends sandboxes from several pools, one per image, by language. A pool serves
+// the languages its sandboxes say they run in their ready frames: the Set learns them
+// from the first sandbox of each pool that becomes ready (the pools' factories call
+// Learn), and knows no language itself. A request goes to the first pool, in the
+// order of the members, that serves its language.
+type Set[S Sandbox] struct {
+	members []Member[S]
+	wait    time.Duration // longest a checkout waits for pools to learn their languages
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	langs   map[string][]string // pool name -> languages, once learned
+	learned chan struct{}       // closed once every pool has learned
+	out     map[string]int      // checked-out sandbox id -> member index
+}
+
+// NewSet returns a Set of the members. A checkout for a language no pool is known to
+// serve waits at most wait for the pools that have not said yet.
+func NewSet[S Sandbox](members []Member[S], wait time.Duration, log *slog.Logger) *Set[S] {
+	return &Set[S]{members: members, wait: wait, log: log,
+		langs: map[string][]string{}, learned: make(chan struct{}), out: map[string]int{}}
+}
+
+// Members returns the members, in order.
+func (s *Set[S]) Members() []Member[S] { return s.members }
+
+// Learn records the languages a sandbox of pool name said it runs. The first word of
+// each pool counts: the sandboxes of one pool share their image.
+func (s *Set[S]) Learn(name string, languages []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.langs[name]; known {
+		return
+	}
+	s.langs[name] = slices.Clone(languages)
+	s.log.Info("pool languages", "pool", name, "languages", languages)
+	if len(s.langs) == len(s.members) {
+		close(s.learned)
+	}
+}
+
+// Probe learns the languages of the pools that keep no sandbox warm, by checking out
+// one sandbox of each (which starts it) and giving it back. Run it once, in the
+// background; it returns when done or when ctx ends.
+func (s *Set[S]) Probe(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, m := range s.members {
+		if m.Pool.cfg.Size > 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				s.mu.Lock()
+				_, known := s.langs[m.Name]
+				s.mu.Unlock()
+				if known {
+					return
+				}
+				sb, err := m.Pool.Checkout(ctx)
+				if err == nil {
+					m.Pool.Release(sb)
+					return
+				}
+				s.log.Warn("probing a pool for its languages failed; retrying", "pool", m.Name, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Languages returns every language some pool serves, sorted, and whether every pool
+// has said what it serves.
+func (s *Set[S]) Languages() ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []string
+	for _, l := range s.langs {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all), len(s.langs) == len(s.members)
+}
+
+// member returns the index of the first pool that serves lang, or -1, and whether
+// every pool has learned its languages.
+func (s *Set[S]) member(lang string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range s.members {
+		if slices.Contains(s.langs[m.Name], lang) {
+			return i, true
+		}
+	}
+	return -1, len(s.langs) == len(s.members)
+}
+
+// Checkout hands out a ready sandbox of the first pool that serves lang, as
+// Pool.Checkout does. kiln.ErrUnsupportedLanguage when every pool has said what it serves
+// and none serves lang.
+func (s *Set[S]) Checkout(ctx context.Context, lang string) (S, error) {
+	var zero S
+	i, complete := s.member(lang)
+	if i < 0 && !complete {
+		t := time.NewTimer(s.wait)
+		defer t.Stop()
+		select {
+		case <-s.learned:
+		case <-t.C:
+			return zero, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		}
+		i, _ = s.member(lang)
+	}
+	if i < 0 {
+		return zero, kiln.ErrUnsupportedLanguage
+	}
+	sb, err := s.members[i].Pool.Checkout(ctx)
+	if err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	s.out[sb.ID()] = i
+	s.mu.Unlock()
+	return sb, nil
+}
+
+// Release gives a sandbox back to the pool it came from.
+func (s *Set[S]) Release(sb S) {
+	s.mu.Lock()
+	i, ok := s.out[sb.ID()]
+	delete(s.out, sb.ID())
+	s.mu.Unlock()
+	if !ok {
+		s.log.Error("release of a sandbox no pool lent", "container", sb.ID())
+		return
+	}
+	s.members[i].Pool.Release(sb)
+}
+
+// Holds reports whether some pool holds the sandbox with that id.
+func (s *Set[S]) Holds(id string) bool {
+	for _, m := range s.members {
+		if m.Pool.Holds(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// CanServe reports whether every pool that keeps sandboxes warm could serve soon.
+func (s *Set[S]) CanServe() bool {
+	for _, m := range s.members {
+		if m.Pool.cfg.Size > 0 && !m.Pool.CanServe() {
+			return false
+		}
+	}
+	return true
+}
+
+// Stats returns the pools' numbers added up; LastError is the first pool's that has one.
+func (s *Set[S]) Stats() Stats {
+	var sum Stats
+	for _, m := range s.members {
+		st := m.Pool.Stats()
+		sum.Target += st.Target
+		sum.Ready += st.Ready
+		sum.Warming += st.Warming
+		sum.InUse += st.InUse
+		sum.Waiting += st.Waiting
+		sum.Counts.Created += st.Counts.Created
+		sum.Counts.Failed += st.Counts.Failed
+		sum.Counts.Removed += st.Counts.Removed
+		sum.Counts.Leaked += st.Counts.Leaked
+		sum.Counts.Died += st.Counts.Died
+		if sum.LastError == "" && st.LastError != "" {
+			sum.LastError = m.Name + ": " + st.LastError
+		}
+		sum.Sandboxes = append(sum.Sandboxes, st.Sandboxes...)
+	}
+	return sum
+}
+
+// PoolStats returns each pool's own numbers and languages, in order.
+func (s *Set[S]) PoolStats() []MemberStats {
+	out := make([]MemberStats, 0, len(s.members))
+	for _, m := range s.members {
+		s.mu.Lock()
+		langs := s.langs[m.Name]
+		s.mu.Unlock()
+		out = append(out, MemberStats{Name: m.Name, Languages: langs, Stats: m.Pool.Stats()})
+	}
+	return out
+}
+
+// Close closes every pool.
+func (s *Set[S]) Close(ctx context.Context) error {
+	var errs []error
+	for _, m := range s.members {
+		if err := m.Pool.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,111 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln"
+)
+
+// langFactory makes a pool's sandboxes, with ids of its own, and says their languages
+// on every start, as kiln's Docker factory does with each ready frame.
+type langFactory struct {
+	f      *fakeFactory
+	prefix string
+	learn  func()
+}
+
+func (l langFactory) Start(ctx context.Context) (*fakeSandbox, error) {
+	sb, err := l.f.Start(ctx)
+	if err == nil {
+		sb.id = l.prefix + sb.id
+		l.learn()
+	}
+	return sb, err
+}
+
+// newTestSet makes a Set of a python pool of size 1 and a polyglot pool of size 0.
+func newTestSet(t *testing.T, wait time.Duration, polyGate chan struct{}) *Set[*fakeSandbox] {
+	t.Helper()
+	var set *Set[*fakeSandbox]
+	made := make(chan struct{})
+	learn := func(name string, langs ...string) func() {
+		return func() { <-made; set.Learn(name, langs) }
+	}
+	log := slog.New(slog.DiscardHandler)
+	py := New(testConfig(1), langFactory{&fakeFactory{}, "py-", learn("python", "python", "bash")}, log, nil)
+	poly := New(testConfig(0), langFactory{&fakeFactory{gate: polyGate}, "poly-", learn("polyglot", "bash", "js", "r")}, log, nil)
+	set = NewSet([]Member[*fakeSandbox]{{"python", py}, {"polyglot", poly}}, wait, log)
+	close(made)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = set.Close(ctx)
+	})
+	return set
+}
+
+func TestSetRoutesByTheLanguagesItLearned(t *testing.T) {
+	set := newTestSet(t, 5*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go set.Probe(ctx) // the polyglot pool keeps nothing warm: the probe starts one
+
+	for _, c := range []struct{ lang, prefix string }{{"js", "poly-"}, {"python", "py-"}, {"bash", "py-"}, {"r", "poly-"}} {
+		sb, err := set.Checkout(ctx, c.lang)
+		if err != nil {
+			t.Fatalf("Checkout(%s): %v", c.lang, err)
+		}
+		if !strings.HasPrefix(sb.ID(), c.prefix) || !set.Holds(sb.ID()) {
+			t.Errorf("Checkout(%s) = %s, want a held sandbox of the pool %s*", c.lang, sb.ID(), c.prefix)
+		}
+		set.Release(sb)
+		if set.Holds(sb.ID()) {
+			t.Errorf("%s still held after its release", sb.ID())
+		}
+	}
+	if _, err := set.Checkout(ctx, "ruby"); !errors.Is(err, kiln.ErrUnsupportedLanguage) {
+		t.Errorf("Checkout(ruby) = %v, want ErrUnsupportedLanguage", err)
+	}
+	langs, complete := set.Languages()
+	if !reflect.DeepEqual(langs, []string{"bash", "js", "python", "r"}) || !complete {
+		t.Errorf("Languages() = %v, %v; want bash js python r, complete", langs, complete)
+	}
+	stats := set.PoolStats()
+	if len(stats) != 2 || stats[0].Name != "python" || stats[1].Name != "polyglot" || stats[0].Stats.Target != 1 ||
+		!reflect.DeepEqual(stats[1].Languages, []string{"bash", "js", "r"}) {
+		t.Errorf("PoolStats() = %+v", stats)
+	}
+	if sum := set.Stats(); sum.Target != 1 || sum.Counts.Created < 3 {
+		t.Errorf("Stats() = %+v, want the pools added up", sum)
+	}
+}
+
+func TestSetWaitsBoundedForPoolsThatHaveNotSaid(t *testing.T) {
+	gate := make(chan struct{}) // the polyglot pool's first sandbox waits for it
+	set := newTestSet(t, 200*time.Millisecond, gate)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go set.Probe(ctx)
+	start := time.Now()
+	if _, err := set.Checkout(ctx, "js"); !errors.Is(err, kiln.ErrQueueTimeout) {
+		t.Errorf("Checkout(js) = %v, want ErrQueueTimeout while the pool that may run it has not said", err)
+	}
+	if took := time.Since(start); took < 150*time.Millisecond || took > 2*time.Second {
+		t.Errorf("gave up after %v, want about the wait (200ms)", took)
+	}
+	sb, err := set.Checkout(ctx, "python") // a language already known does not wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Release(sb)
+	if _, complete := set.Languages(); complete {
+		t.Error("Languages() complete before the polyglot pool said anything")
+	}
+	close(gate)
+}
