@@ -205,3 +205,34 @@ func TestConfigValidateAllErrors(t *testing.T) {
 		t.Errorf("got %d lines %q, want 3", len(lines), lines)
 	}
 }
+
+func TestPoolSpecs(t *testing.T) {
+	base := Config{PoolSize: 3, SandboxImage: "my/python:1"}
+	for _, c := range []struct {
+		pools, images string
+		want          []PoolSpec
+		err           string
+	}{
+		{"", "", []PoolSpec{{"python", 3, "my/python:1"}}, ""},
+		{"python:4, polyglot:0", "", []PoolSpec{{"python", 4, "my/python:1"}, {"polyglot", 0, "kiln-polyglot:latest"}}, ""},
+		{"polyglot:1,python:2", "polyglot=reg.example:5000/kiln-polyglot:1.2", []PoolSpec{{"polyglot", 1, "reg.example:5000/kiln-polyglot:1.2"}, {"python", 2, "my/python:1"}}, ""},
+		{"python", "", nil, "POOLS must be name:size pairs"},
+		{"python:4,python:1", "", nil, "POOLS must be name:size pairs"},
+		{"Py:1", "", nil, "POOLS must be name:size pairs"},
+		{"python:-1", "", nil, "POOLS must be name:size pairs"},
+		{"python:1", "ruby=x", nil, "SANDBOX_IMAGES must be pool=image pairs"},
+	} {
+		cfg := base
+		cfg.Pools, cfg.SandboxImages = c.pools, c.images
+		got, err := cfg.PoolSpecs()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("POOLS=%q SANDBOX_IMAGES=%q: err = %v, want %q", c.pools, c.images, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("POOLS=%q SANDBOX_IMAGES=%q = %v, %v; want %v", c.pools, c.images, got, err, c.want)
+		}
+	}
+}
