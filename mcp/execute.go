@@ -47,7 +47,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	}
 	lng, ok := lang(in.Lang)
 	if !ok {
-		return toolError("unsupported lang %q; use python or bash", in.Lang), executeOut{}, nil
+		return toolError("unsupported lang %q", in.Lang), executeOut{}, nil
 	}
 	sid, err := h.target(ctx, st, in.SessionID, false)
 	if err != nil {

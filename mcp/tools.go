@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ const (
 
 type executeIn struct {
 	Code      string `json:"code" jsonschema:"The code to run. Python by default: top-level expressions, imports and variables persist across calls in the same session, like a notebook. Files in /mnt/data persist too; save outputs there."`
-	Lang      string `json:"lang,omitempty" jsonschema:"python (default) or bash."`
+	Lang      string `json:"lang,omitempty" jsonschema:"python (default), bash, or another language the deployment runs: js ts c cpp java php rs go d f90 r with its polyglot pool. State is Python's alone."`
 	SessionID string `json:"session_id,omitempty" jsonschema:"The session to run in. Omit it to use this connection's default session, which keeps its variables between calls."`
 	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"How long the code may run, in milliseconds; kiln's default and maximum apply."`
 }
@@ -361,16 +362,20 @@ func newFileOut(f *store.File) fileOut {
 	return fileOut{ID: f.ID, Name: f.Name, SessionID: f.SessionID, Size: f.Size, ContentType: f.ContentType, URI: fileURI(f.SessionID, f.ID)}
 }
 
-// lang maps the tool's lang to the executor's.
+// lang maps the tool's lang to the executor's: the aliases of python and bash, and
+// any other name as it is (the executor says whether a pool runs it).
 func lang(l string) (string, bool) {
-	switch strings.ToLower(l) {
+	switch l = strings.ToLower(l); l {
 	case "", "py", "python", "python3":
 		return executor.LangPython, true
 	case "bash", "sh":
 		return executor.LangBash, true
 	}
-	return "", false
+	return l, langName.MatchString(l)
 }
+
+// langName is what a language's name may look like: js, cpp, f90.
+var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
 
 // timeout turns timeout_ms into the executor's timeout; the executor clamps it.
 func timeout(ms int64) time.Duration {
