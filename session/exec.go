@@ -162,7 +162,7 @@ func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest,
 // successful capture with no state and no note means the namespace is now empty.
 func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) (bool, error) {
 	switch {
-	case !req.CaptureState:
+	case !req.CaptureState, req.Lang != executor.LangPython: // state is Python's alone
 	case res.State != nil:
 		if bytes.Equal(res.State, req.State) {
 			return false, nil
