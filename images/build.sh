@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds a sandbox image from images/<name>/ and tags it <tag>. Idempotent: the image is
-# labelled with a content hash of its folder, and nothing is rebuilt while that hash
-# matches. When the base image debian:trixie-slim is missing and cannot be pulled (no
+# labelled with a content hash of its folder (except tests/), and nothing is rebuilt while
+# that hash matches. When the base image debian:trixie-slim is missing and cannot be pulled (no
 # registry reachable), it is created locally with mmdebstrap from this host's apt mirror.
+# An image built on another of kiln's (`FROM kiln-<x>:<tag>` in its Dockerfile, as polyglot is
+# on python) builds that one first, and its hash covers the base's hash: a change to the base
+# rebuilds it too.
 #
 # usage: images/build.sh [name] [tag]      (defaults: python kiln-python:latest)
 set -euo pipefail
@@ -15,8 +18,19 @@ base=debian:trixie-slim
 
 log() { echo "build-image: $*" >&2; }
 
-hash=$(cd "$dir" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z |
-  xargs -0 sha256sum | sha256sum | cut -c1-16)
+# The kiln image this one is built on, if any: "x kiln-x:tag" from its FROM line.
+kiln_base=$(awk 'toupper($1) == "FROM" { if (match($2, /^kiln-[a-z0-9_-]+:/)) print substr($2, 6, RLENGTH - 6), $2; exit }' "$dir/Dockerfile")
+base_hash=
+if [ -n "$kiln_base" ]; then
+  read -r base_name base_tag <<<"$kiln_base"
+  "$here/build.sh" "$base_name" "$base_tag"
+  base_hash=$(docker image inspect --format '{{ index .Config.Labels "kiln.image.hash" }}' "$base_tag")
+fi
+
+# The tests (tests/, run by images/test.sh) are not part of the image; .dockerignore keeps them
+# out of the build context too.
+hash=$( (cd "$dir" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path './tests/*' -print0 | LC_ALL=C sort -z |
+  xargs -0 sha256sum; [ -z "$base_hash" ] || echo "base $base_hash") | sha256sum | cut -c1-16)
 
 current=$(docker image inspect --format '{{ index .Config.Labels "kiln.image.hash" }}' "$tag" 2>/dev/null || true)
 if [ "$current" = "$hash" ]; then
@@ -67,7 +81,7 @@ ensure_base() {
     docker import --change 'CMD ["bash"]' - "$base" >/dev/null
 }
 
-ensure_base
+[ -n "$kiln_base" ] || ensure_base
 log "building $tag from images/$name ($hash)"
 docker build -q --label "kiln.image.hash=$hash" -t "$tag" -t "${tag%:*}:$hash" "$dir" >/dev/null
 log "built $tag"

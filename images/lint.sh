@@ -22,8 +22,9 @@ if ! command -v mypy >/dev/null 2>&1; then
   fi
 fi
 
-# The cache stays out of images/python: build.sh hashes every file there.
+# The cache stays out of images/python: build.sh hashes every file there. The polyglot image's
+# tests import the REPL's test client from images/python/tests.
 cd "$here/python"
-exec mypy --strict --python-version 3.11 --config-file "$here/mypy.ini" \
+MYPYPATH=tests exec mypy --strict --python-version 3.11 --config-file "$here/mypy.ini" \
   --cache-dir "${TMPDIR:-/tmp}/kiln-mypy-cache" \
-  repl_server.py kiln_tool.py kiln_repl tests
+  repl_server.py kiln_tool.py kiln_repl tests ../polyglot/tests

@@ -21,6 +21,8 @@ checks both.
   submodule of this package (so through its __path__ too).
 - state: the state blob, and what of the namespace belongs in it.
 - running: compiling and running a cell, the soft deadline, outcomes and tracebacks.
+- languages: every language but Python, run as programs: bash, and the image's table
+  (languages.json) of compiled and interpreted languages.
 - processes: finding and killing what a run left running.
 - preload: the pre-imported modules and matplotlib's font cache.
 - server: the Server object and main().

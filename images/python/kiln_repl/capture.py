@@ -55,6 +55,13 @@ class Capture:
         sink); the capture goes on."""
         self._wait_for_marker(wait_seconds, ending=False)
 
+    def kept(self, wait_seconds: float = 5.0) -> bytes:
+        """The bytes kept so far in the run, once all that was written before the call has been
+        taken; the capture goes on."""
+        self.sync(wait_seconds)
+        with self._lock:
+            return bytes(self._buffer)
+
     def end(self, wait_seconds: float = 5.0) -> tuple[bytes, int]:
         """Ends the run's capture once all that was written before the call has been read.
 

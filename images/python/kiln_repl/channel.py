@@ -11,12 +11,12 @@ import functools
 import os
 import queue
 import threading
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from kiln_repl.framing import FdSource, FrameReader, Refused, read_request, write_frame
 from kiln_repl.interrupts import Interrupter
 from kiln_repl.log import Logger
-from kiln_repl.protocol import Request
+from kiln_repl.protocol import NATIVE_LANGUAGES, Request
 from kiln_repl.running import block_run_signals
 
 
@@ -24,8 +24,10 @@ class Channel:
     """Owns the private protocol fds: proto_in is read by the reader thread, proto_out written
     by send."""
 
-    def __init__(self, proto_in: int, proto_out: int, interrupter: Interrupter, logger: Logger) -> None:
+    def __init__(self, proto_in: int, proto_out: int, interrupter: Interrupter, logger: Logger,
+                 languages: Collection[str] = NATIVE_LANGUAGES) -> None:
         self._proto_in = proto_in
+        self._languages = frozenset(languages)
         self._writev = functools.partial(os.writev, proto_out)
         self._write_lock = threading.Lock()
         self._interrupter = interrupter
@@ -51,7 +53,7 @@ class Channel:
         block_run_signals()
         reader = FrameReader(FdSource(self._proto_in))
         try:
-            while (request := read_request(reader)) is not None:
+            while (request := read_request(reader, self._languages)) is not None:
                 if isinstance(request, Request) and request.op == "interrupt":
                     self._interrupter.interrupt(request.id)
                     continue  # never answered

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Collection, Protocol, Sequence
 
-from kiln_repl.protocol import (READ_CHUNK, BadRequest, Request, attach_payloads, header_binary, parse_request,
-                                request_id_of)
+from kiln_repl.protocol import (NATIVE_LANGUAGES, READ_CHUNK, BadRequest, Request, attach_payloads, header_binary,
+                                parse_request, request_id_of)
 
 REQUEST_START = b">>> REQUEST_START <<<"
 REQUEST_END = b">>> REQUEST_END <<<"
@@ -153,7 +153,7 @@ class FrameReader:
         return True
 
 
-def read_request(reader: FrameReader) -> Request | Refused | None:
+def read_request(reader: FrameReader, languages: Collection[str] = NATIVE_LANGUAGES) -> Request | Refused | None:
     """The next request with its payloads, or what refused it; None at end of file.
 
     A header that names no binary length gives no way to find the frame's end: scanning for
@@ -168,7 +168,7 @@ def read_request(reader: FrameReader) -> Request | Refused | None:
     except BadRequest as exc:
         return Refused(request_id_of(header), str(exc))
     try:
-        request = parse_request(header)
+        request = parse_request(header, languages)
     except BadRequest as exc:
         return drop_refused(reader, header, binary, str(exc))
     try:

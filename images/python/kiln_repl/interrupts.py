@@ -1,11 +1,14 @@
 """Interrupting a run: an interrupt frame, read on the channel's thread, stops the running code.
 
 Python code gets KeyboardInterrupt from this module's SIGINT handler, which Python runs in the
-main thread between bytecodes. bash gets SIGINT in its process group. The REPL's own work is
-never interrupted: the handler raises only while the running cell is on the main thread's stack
-and no shielded REPL code (figure saving called from the cell) runs. An interrupt that lands
-elsewhere waits: until the shield ends, or until the cell starts when it came while the REPL
-prepared the run; one that comes after the cell is dropped when the run ends.
+main thread between bytecodes. Every other language (bash, and those of the image's table) runs
+as programs, one at a time, each leading a process group of its own: the one running gets
+SIGINT in its group. The REPL's own work is never interrupted: the handler raises only while the
+running cell is on the main thread's stack and no shielded REPL code (figure saving called from
+the cell) runs. An interrupt that lands elsewhere waits: until the shield ends, or until the
+cell starts when it came while the REPL prepared the run; one that comes after the cell is
+dropped when the run ends. A run of programs that gets one between two programs (a compiler and
+what it built) starts no more.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class Interrupter:
         self._run_id: str | None = None  # the exec request read and not yet answered
         self._lang = "python"
         self._wanted = False  # an interrupt came for the run and was not delivered yet
-        self._group: int | None = None  # bash's process group while it runs
+        self._group: int | None = None  # the process group of the program that runs, if any
         self._cell: tuple[types.CodeType, ...] = ()
         self._shields = 0
         self.interrupted = False  # the run's code was interrupted: the run ends as cancelled
@@ -91,14 +94,21 @@ class Interrupter:
         if self._wanted and not self._shields:
             signal.raise_signal(signal.SIGINT)  # the handler decides, as for any other
 
-    def bash_started(self, pid: int) -> None:
-        """bash leads its own process group; an interrupt that came before is sent now."""
+    @property
+    def pending(self) -> bool:
+        """Whether an interrupt came for the run and was not delivered yet: a run of programs
+        checks it before it starts the next one."""
+        return self._wanted
+
+    def program_started(self, pid: int) -> None:
+        """The program pid (bash, a compiler, a built program) leads its own process group;
+        an interrupt that came before is sent now."""
         with self._lock:
             self._group = pid
             if self._wanted:
                 self._signal_group()
 
-    def bash_ended(self) -> None:
+    def program_ended(self) -> None:
         """Stops signalling the group, before its id can be used again."""
         with self._lock:
             self._group = None
@@ -108,7 +118,7 @@ class Interrupter:
         try:
             os.killpg(self._group, signal.SIGINT)
         except OSError:
-            return  # bash has already ended
+            return  # the program has already ended
         self.interrupted = True
 
     def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:

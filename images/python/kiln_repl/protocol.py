@@ -10,7 +10,7 @@ import json
 import keyword
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Collection, Sequence
 
 PROTOCOL_VERSION = 2
 DEFAULT_TIMEOUT_MS = 30_000
@@ -125,14 +125,19 @@ class Result:
         return state + [item.content for item in self.files]
 
 
-def ready_message(python_version: str, preloaded: dict[str, str]) -> dict[str, Any]:
+NATIVE_LANGUAGES = ("python", "bash")  # the languages the REPL knows without the image's table
+TOOL_LANGUAGES = NATIVE_LANGUAGES  # the languages whose code can call the client's tools
+
+
+def ready_message(python_version: str, preloaded: dict[str, str],
+                  languages: Sequence[str] = NATIVE_LANGUAGES) -> dict[str, Any]:
     """The one frame sent before the first request: the host counts the sandbox warm on it."""
     return {
         "type": "ready",
         "protocol": PROTOCOL_VERSION,
         "python": python_version,
         "preloaded": preloaded,
-        "capabilities": {"languages": ["python", "bash"], "state": True, "files": True, "tools": True},
+        "capabilities": {"languages": list(languages), "state": True, "files": True, "tools": True},
     }
 
 
@@ -161,8 +166,9 @@ def header_binary(header: bytes) -> int:
     return int(match.group(1))
 
 
-def parse_request(header: bytes) -> Request:
+def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) -> Request:
     """Decodes and validates a request header; missing or null fields get their defaults.
+    languages are those the REPL runs (its ready frame lists them); any other is refused.
 
     The fields are checked in the order of the protocol's table, so a request with several
     faults is always refused for the same one; then that the sizes add up to binary, then the
@@ -178,7 +184,7 @@ def parse_request(header: bytes) -> Request:
     if op not in ("exec", "ping", "interrupt", "tool_results"):
         raise BadRequest(f"unknown op {op!r}")
     lang = message.get("lang") or "python"
-    if lang not in ("python", "bash"):
+    if not isinstance(lang, str) or lang not in languages:
         raise BadRequest(f"unknown lang {lang!r}")
     code = expect(message.get("code") or "", str, "code")
     args = [expect(arg, str, "args[]") for arg in expect(message.get("args") or [], list, "args")]
@@ -216,7 +222,10 @@ SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def parse_tools(value: Any, lang: str) -> list[Tool]:
     """The tools, each function a valid identifier of the language, no two alike."""
     tools = []
-    for item in expect(value or [], list, "tools"):
+    items = expect(value or [], list, "tools")
+    if items and lang not in TOOL_LANGUAGES:
+        raise BadRequest(f"tools cannot be called from {lang}")
+    for item in items:
         expect(item, dict, "tools[]")
         name = expect(item.get("name"), str, "tools[].name")
         function = expect(item.get("function"), str, "tools[].function")

@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import os
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -33,13 +32,14 @@ from kiln_repl.figures import FIGURES
 from kiln_repl.files import PathRefused, Snapshot, collect_files, is_within, snapshot, write_input_file
 from kiln_repl.framing import Refused
 from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
+from kiln_repl.languages import BASH, TABLE_PATH, Language, ProgramRun, load_table
 from kiln_repl.log import Logger
 from kiln_repl.preload import MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, preload_plan, seed_matplotlib_cache
 from kiln_repl.processes import kill_leftovers
 from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
 from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
                                cap_text, compile_cell, describe_exception, exit_outcome, register_source,
-                               signal_outcome, user_traceback)
+                               user_traceback)
 from kiln_repl.state import UNCHANGED, capture_state, restore_state
 from kiln_repl.tools import AsyncTools, Broker, ShellTools, evaluate, run_coroutine
 
@@ -48,13 +48,17 @@ class Server:
     """Holds the user namespace and serves requests on the private protocol fds."""
 
     def __init__(self, data_dir: str, preload: bool, once: bool, proto_in: int, proto_out: int,
-                 logger: Logger) -> None:
+                 logger: Logger, languages_table: str = TABLE_PATH) -> None:
         self.data_dir = data_dir
         self.once = once
         self.logger = logger
         self.interrupter = Interrupter()
         self.interrupter.install()  # from now on a stray SIGINT cannot stop the REPL
-        self.channel = Channel(proto_in, proto_out, self.interrupter, logger)
+        # Every language but Python runs as programs: bash, and those of the image's table.
+        self.programs: dict[str, Language] = {BASH.name: BASH}
+        self.programs.update((language.name, language) for language in load_table(languages_table, logger))
+        self.languages = ["python", *self.programs]
+        self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
         self.pid = os.getpid()
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
         self.preloaded: dict[str, str] = {}
@@ -111,7 +115,7 @@ class Server:
 
     def serve(self) -> None:
         self.prime()
-        self.channel.send(ready_message(platform.python_version(), self.preloaded))
+        self.channel.send(ready_message(platform.python_version(), self.preloaded, self.languages))
         self.channel.start()
         while (request := self.channel.next_request()) is not None:
             if isinstance(request, Refused):
@@ -130,8 +134,8 @@ class Server:
         input_notes = "".join(f"{note}\n" for note in self.write_inputs(request.files))
         before = snapshot(self.data_dir)
         restored: bytes | None = None  # the pickle of the state the run begins with
-        if request.lang == "bash":
-            result.state_unchanged = request.state is not None  # bash never touches the state
+        if request.lang != "python":
+            result.state_unchanged = request.state is not None  # other languages never touch the state
         elif request.state is not None:
             try:
                 names, restored = restore_state(request.state)
@@ -144,7 +148,7 @@ class Server:
             events.output("stderr", input_notes.encode())  # they start the result's stderr
         self.prepare_process(request, events)
         started = time.monotonic()
-        outcome = self.run_python(request) if request.lang == "python" else self.run_bash(request)
+        outcome = self.run_python(request) if request.lang == "python" else self.run_program(request)
         result.duration_ms = int((time.monotonic() - started) * 1000)
         if os.getpid() != self.pid:
             os._exit(0)  # a child forked by user code fell through into the REPL
@@ -293,31 +297,24 @@ class Server:
         self.namespace.setdefault("asyncio", asyncio)
         return stubs
 
-    def run_bash(self, request: Request) -> Outcome:
+    def run_program(self, request: Request) -> Outcome:
+        """Runs bash, or a language of the table: its compile commands, then its program
+        (languages). Only bash gets tools (parse_request refuses them elsewhere)."""
         tools = None
         try:
             if request.tools:
                 broker = Broker(request, self.channel.send, self.channel.tool_results, contextlib.nullcontext)
                 tools = ShellTools(broker, request.tools, self.logger)
-            child = subprocess.Popen(["bash", "-c", request.code, "bash", *request.args],
-                                     cwd=self.data_dir, stdin=subprocess.DEVNULL, start_new_session=True,
-                                     env=None if tools is None else tools.env())
         except OSError as exc:
-            if tools is not None:
-                tools.close()
             return Outcome("error", 127, describe_exception(exc))
-        self.interrupter.bash_started(child.pid)  # its own session, so its own process group
-        timeout = request.timeout_ms / 1000
         try:
-            returncode = child.wait(timeout=timeout) if tools is None else tools.wait(child, timeout)
-        except subprocess.TimeoutExpired:
-            return Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+            run = ProgramRun(self.programs[request.lang], request, self.data_dir, self.interrupter, self.logger,
+                             self.stderr.kept, env=None if tools is None else tools.env(),
+                             wait=None if tools is None else tools.wait)
+            return run.run()
         finally:
-            self.interrupter.bash_ended()
-            kill_leftovers({self.pid, child.pid}, self.logger)
             if tools is not None:
                 tools.close()
-        return Outcome() if returncode == 0 else signal_outcome(returncode)
 
 
 def flush_std_streams() -> None:
@@ -347,6 +344,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-preload", action="store_true", help="skip the pre-imports")
     parser.add_argument("--once", action="store_true", help="serve one exec request, then exit")
     parser.add_argument("--data-dir", default="/mnt/data", help="working directory of user code")
+    parser.add_argument("--languages", default=TABLE_PATH, metavar="FILE",
+                        help="the table of languages run as programs (default: languages.json beside the server)")
     return parser.parse_args(argv)
 
 
@@ -362,7 +361,7 @@ def main(argv: list[str]) -> int:
         pass  # already a process group leader (under Docker's init): the group does the same
     proto_in, proto_out, log_fd = take_over_fds()
     logger = Logger(log_fd)
-    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger)
+    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger, options.languages)
     try:
         server.serve()
     except BrokenPipeError:

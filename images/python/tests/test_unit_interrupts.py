@@ -96,11 +96,11 @@ class InterrupterTest(unittest.TestCase):
                     self.interrupter.interrupt("b1")
                 child = subprocess.Popen(["bash", "-c", "sleep 30; echo never"], start_new_session=True,
                                          stdout=subprocess.PIPE)
-                self.interrupter.bash_started(child.pid)
+                self.interrupter.program_started(child.pid)
                 if not interrupt_first:
                     self.interrupter.interrupt("b1")
                 out, _ = child.communicate(timeout=5)
-                self.interrupter.bash_ended()
+                self.interrupter.program_ended()
                 self.assertEqual((child.returncode, out), (-signal.SIGINT, b""))
                 self.assertTrue(self.interrupter.interrupted)
                 self.interrupter.finish()
