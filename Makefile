@@ -27,17 +27,19 @@ redis:
 chromium:
 	@deploy/ensure-chromium.sh
 
-## image: build the sandbox image $(IMAGE) if its inputs changed
+## image: build the sandbox images $(IMAGE) and $(POLYGLOT_IMAGE) (default kiln-polyglot:latest, built on kiln-python:latest) if their inputs changed
 image: docker
 	@images/build.sh python $(IMAGE)
+	@images/build.sh polyglot $(or $(POLYGLOT_IMAGE),kiln-polyglot:latest)
 
-## run: start kiln on :8080 with a warm pool, building what is missing
+## run: start kiln on :8080 with warm pools (python:4,polyglot:1 unless POOLS says), building what is missing
 run: build image
-	SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
+	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real image
 test: docker redis chromium image lint test-mcp-deps test-ptc-deps
 	images/test.sh
+	images/test.sh polyglot kiln-polyglot:latest
 	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
 
 ## test-runsc: the black-box and fault suites again with every sandbox under gVisor (runsc)
