@@ -72,7 +72,7 @@ func dashboard(t *testing.T, s *kilntest.Server) {
 			t.Errorf("dashboard: #%s does not show %s", id, want)
 		}
 	}
-	for _, want := range []string{"ZeroDivisionError", `class="status-ok">ok<`, `<td class="mono">python</td>`, `<td>bash python</td>`} {
+	for _, want := range []string{"ZeroDivisionError", `class="status-ok">ok<`, `<td class="mono">python</td>`, `<td>python bash</td>`} {
 		if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(dom) {
 			t.Errorf("dashboard lacks %q", want)
 		}
