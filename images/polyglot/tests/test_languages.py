@@ -418,6 +418,18 @@ class LanguagesTest(ReplTestCase):
         for content in files.values():
             self.assertTrue(content.startswith(b"\x89PNG\r\n\x1a\n"))
 
+    def test_r_plot_with_the_cairo_package(self) -> None:
+        # What LibreChat's code tool tells models to do for R graphics.
+        repl = self.repl()
+        code = ('library(Cairo)\nCairoPNG("cairo.png", width = 300, height = 200)\nplot(1:5)\n'
+                'invisible(dev.off())\ncat("drawn\\n")\n')
+        response = repl.run(code, lang="r")
+        self.assertOutcome(response, "ok", 0, None)
+        self.assertEqual(response["stdout"], "drawn\n")
+        files = {f["path"]: f["content"] for f in response["files"]}
+        self.assertEqual(sorted(files), ["cairo.png"])
+        self.assertTrue(files["cairo.png"].startswith(b"\x89PNG\r\n\x1a\n"))
+
     def test_r_packages(self) -> None:
         repl = self.repl()
         code = ('suppressPackageStartupMessages({library(jsonlite); library(data.table); library(dplyr); library(tidyr)})\n'
