@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -196,19 +195,11 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 		return x, kiln.Errorf(kiln.CodeInvalid, "code is required")
 	}
 	x.Code = *req.Code
-	// The aliases of the two languages every image runs; any other name goes to the
-	// pools as it is, and the executor says whether a sandbox runs it.
-	switch lang := strings.ToLower(req.Lang); lang {
-	case "", "py", "python", "python3":
-		x.Lang = executor.LangPython
-	case "bash", "sh":
-		x.Lang = executor.LangBash
-	default:
-		if !langName.MatchString(lang) {
-			return x, kiln.Errorf(kiln.CodeLanguage, "unsupported language %q", req.Lang)
-		}
-		x.Lang = lang
+	lang, ok := executor.LangName(req.Lang)
+	if !ok {
+		return x, kiln.Errorf(kiln.CodeLanguage, "unsupported language %q", req.Lang)
 	}
+	x.Lang = lang
 	args, err := parseArgs(req.Args)
 	if err != nil {
 		return x, err
@@ -235,9 +226,6 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 	}
 	return x, nil
 }
-
-// langName is what a language's name may look like: js, cpp, f90, c++, c#.
-var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
 
 // parseArgs accepts a list of strings, or one string split on white space.
 func parseArgs(raw json.RawMessage) ([]string, error) {

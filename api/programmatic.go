@@ -71,6 +71,7 @@ type ptcEnd struct {
 type ptcRun struct {
 	id, key string
 	pauses  chan executor.ToolCalls // the pause the next answer reports
+	names   []string                // its keys in ptcRuns.requests; guarded by ptcRuns.mu
 	done    chan struct{}           // closed when the run is over
 
 	mu      sync.Mutex
@@ -110,7 +111,9 @@ func (p *ptcRuns) name(run *ptcRun, requestID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.runs[run.id] == run {
-		p.requests[run.key+"\x00"+requestID] = run
+		k := run.key + "\x00" + requestID
+		p.requests[k] = run
+		run.names = append(run.names, k)
 	}
 }
 
@@ -124,8 +127,8 @@ func (p *ptcRuns) remove(run *ptcRun) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.runs, run.id)
-	for k, r := range p.requests {
-		if r == run {
+	for _, k := range run.names {
+		if p.requests[k] == run {
 			delete(p.requests, k)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,22 @@ type Sandbox interface {
 	Receive(ctx context.Context) (protocol.Frame, error)
 	// Exit reports how a sandbox whose stream ended exited.
 	Exit(ctx context.Context) (code int, oomKilled bool, err error)
+}
+
+// langName is what a language's name may look like: js, cpp, f90, c++, c#.
+var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
+
+// LangName maps what a client calls a language to the executor's name: the aliases of
+// python and bash (the empty name is python), and any other name, lower-cased, as it is;
+// whether a sandbox runs it is the pools' to say. false when it cannot be a name.
+func LangName(lang string) (string, bool) {
+	switch lang = strings.ToLower(lang); lang {
+	case "", "py", "python", "python3":
+		return LangPython, true
+	case "bash", "sh":
+		return LangBash, true
+	}
+	return lang, langName.MatchString(lang)
 }
 
 // Pool lends sandboxes, each for one execution, from a pool whose sandboxes run the

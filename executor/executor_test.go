@@ -508,3 +508,18 @@ func TestRunDropsStateOverRawLimit(t *testing.T) {
 		t.Errorf("got state_error %v, want a note that the state was not kept", deref(res.StateError))
 	}
 }
+
+func TestLangName(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"", LangPython, true}, {"Py", LangPython, true}, {"python3", LangPython, true},
+		{"SH", LangBash, true}, {"bash", LangBash, true}, {"JS", "js", true}, {"f90", "f90", true},
+		{"c++", "c++", true}, {"a b", "a b", false}, {"9lang", "9lang", false},
+	} {
+		if got, ok := LangName(c.in); got != c.want || ok != c.ok {
+			t.Errorf("LangName(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

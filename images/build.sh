@@ -54,16 +54,9 @@ ensure_base() {
   if docker image inspect "$base" >/dev/null 2>&1; then return; fi
   log "pulling $base"
   if timeout 120 docker pull -q "$base" >/dev/null 2>&1; then return; fi
-  if ! command -v mmdebstrap >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-      log "installing mmdebstrap"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap >/dev/null ||
-        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap >/dev/null; }
-    else
-      log "cannot pull $base and mmdebstrap is missing: install mmdebstrap or make a registry reachable"
-      exit 1
-    fi
-  fi
+  "$here/../deploy/ensure-package.sh" mmdebstrap ||
+    { log "cannot pull $base and mmdebstrap is missing: install mmdebstrap or make a registry reachable"; exit 1; }
+
   local mirror
   mirror=$(host_mirror)
   if [ -z "$mirror" ]; then

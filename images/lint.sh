@@ -9,18 +9,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-log() { echo "lint: $*" >&2; }
-
-if ! command -v mypy >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
-    log "installing mypy"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q mypy >/dev/null ||
-      { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mypy >/dev/null; }
-  else
-    log "mypy is missing: install it (on Debian: apt-get install mypy)"
-    exit 1
-  fi
-fi
+"$here/../deploy/ensure-package.sh" mypy
 
 # The cache stays out of images/python: build.sh hashes every file there. The polyglot image's
 # tests import the REPL's test client from images/python/tests.

@@ -45,7 +45,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	if err != nil {
 		return nil, executeOut{}, err
 	}
-	lng, ok := lang(in.Lang)
+	lng, ok := executor.LangName(in.Lang)
 	if !ok {
 		return toolError("unsupported lang %q", in.Lang), executeOut{}, nil
 	}

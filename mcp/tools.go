@@ -5,14 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
 )
@@ -361,21 +359,6 @@ func newSessionOut(s *store.Session, files []*store.File) sessionOut {
 func newFileOut(f *store.File) fileOut {
 	return fileOut{ID: f.ID, Name: f.Name, SessionID: f.SessionID, Size: f.Size, ContentType: f.ContentType, URI: fileURI(f.SessionID, f.ID)}
 }
-
-// lang maps the tool's lang to the executor's: the aliases of python and bash, and
-// any other name as it is (the executor says whether a pool runs it).
-func lang(l string) (string, bool) {
-	switch l = strings.ToLower(l); l {
-	case "", "py", "python", "python3":
-		return executor.LangPython, true
-	case "bash", "sh":
-		return executor.LangBash, true
-	}
-	return l, langName.MatchString(l)
-}
-
-// langName is what a language's name may look like: js, cpp, f90.
-var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
 
 // timeout turns timeout_ms into the executor's timeout; the executor clamps it.
 func timeout(ms int64) time.Duration {

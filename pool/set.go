@@ -38,6 +38,7 @@ type Set[S Sandbox] struct {
 
 	mu      sync.Mutex
 	langs   map[string][]string // pool name -> languages, once learned
+	all     []string            // every pool's languages, sorted: computed when one is learned
 	learned chan struct{}       // closed once every pool has learned
 	out     map[string]int      // checked-out sandbox id -> member index
 }
@@ -61,6 +62,9 @@ func (s *Set[S]) Learn(name string, languages []string) {
 		return
 	}
 	s.langs[name] = slices.Clone(languages)
+	all := slices.Concat(s.all, languages)
+	slices.Sort(all)
+	s.all = slices.Compact(all)
 	s.log.Info("pool languages", "pool", name, "languages", languages)
 	if len(s.langs) == len(s.members) {
 		close(s.learned)
@@ -102,17 +106,13 @@ func (s *Set[S]) Probe(ctx context.Context) {
 	wg.Wait()
 }
 
-// Languages returns every language some pool serves, sorted, and whether every pool
-// has said what it serves.
+// Languages returns every language some pool serves, sorted (the caller must not
+// change the slice), and whether every pool has said what it serves. Every execution
+// asks, so the list is made once per pool that learns, not per call.
 func (s *Set[S]) Languages() ([]string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var all []string
-	for _, l := range s.langs {
-		all = append(all, l...)
-	}
-	slices.Sort(all)
-	return slices.Compact(all), len(s.langs) == len(s.members)
+	return s.all, len(s.langs) == len(s.members)
 }
 
 // member returns the index of the first pool that serves lang, or -1, and whether
