@@ -19,12 +19,17 @@ import (
 // rows: the exchange with a fresh warm REPL over a bare attach, the same over pipes
 // inside the container, and raw bytes through an attach.
 type Floor struct {
-	BareExec Summary    `json:"bare_attach_first_exec"`
-	BarePing Summary    `json:"bare_attach_first_ping"`
-	PipeExec Summary    `json:"pipe_first_exec"`
-	PipePing Summary    `json:"pipe_first_ping"`
-	Bytes    []BytesRow `json:"bytes"`
-	Note     string     `json:"note,omitempty"`
+	BareExec Summary `json:"bare_attach_first_exec"`
+	BarePing Summary `json:"bare_attach_first_ping"`
+	PipeExec Summary `json:"pipe_first_exec"`
+	PipePing Summary `json:"pipe_first_ping"`
+	// BareState and BareStateChanged are a session call's exchange with no kiln: the
+	// first request to a fresh REPL carries 10 MB of state, which the REPL restores,
+	// runs in and captures (unchanged: nothing comes back; changed: all of it does).
+	BareState        Summary    `json:"bare_attach_first_exec_10mb_state"`
+	BareStateChanged Summary    `json:"bare_attach_first_exec_10mb_state_changed"`
+	Bytes            []BytesRow `json:"bytes"`
+	Note             string     `json:"note,omitempty"`
 }
 
 // floorInstance labels the sandboxes the floor phase starts, so that a run that dies
@@ -119,39 +124,19 @@ func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n,
 // firstRequest times one request of op to a sandbox and checks the answer.
 func firstRequest(ctx context.Context, s *docker.Sandbox, op string) (time.Duration, error) {
 	req := &protocol.Request{ID: "floor1", Op: op, Limits: kilnLimits}
-	if op == protocol.OpExec {
-		req.Lang, req.Code, req.TimeoutMS = "python", "print(1)", 30000
-	}
-	msg, err := protocol.EncodeRequest(req)
-	if err != nil {
-		return 0, err
-	}
-	ectx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	start := time.Now()
-	err = s.Send(ectx, msg)
-	var f protocol.Frame
-	if err == nil {
-		f, err = s.Receive(ectx) // no events were asked for: the next frame is the answer
-	}
-	took := time.Since(start)
-	if err != nil {
-		return 0, fmt.Errorf("exchange: %w (%s)", err, strings.TrimSpace(s.Stderr()))
-	}
 	if op == protocol.OpPing {
-		if !strings.Contains(string(f.Header), `"type":"pong"`) {
-			return 0, fmt.Errorf("ping answered %.200s", f.Header)
+		took, f, err := roundTrip(ctx, s, req)
+		if err == nil && !strings.Contains(string(f.Header), `"type":"pong"`) {
+			err = fmt.Errorf("ping answered %.200s", f.Header)
 		}
-		return took, nil
+		return took, err
 	}
-	resp, err := protocol.DecodeResponse(f, req.ID, kilnLimits)
-	if err != nil {
-		return 0, err
+	req.Lang, req.Code, req.TimeoutMS = "python", "print(1)", 30000
+	took, resp, err := exchange(ctx, s, req)
+	if err == nil && resp.Stdout != "1\n" {
+		err = fmt.Errorf("print(1) answered status %s, stdout %q", resp.Status, resp.Stdout)
 	}
-	if resp.Stdout != "1\n" {
-		return 0, fmt.Errorf("print(1) answered status %s, stdout %q", resp.Status, resp.Stdout)
-	}
-	return took, nil
+	return took, err
 }
 
 // floorPhase measures the floor with no kiln running: the first exchange with fresh
@@ -174,6 +159,9 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 	log.Printf("floor: first request to fresh REPLs over pipes inside a container")
 	f.PipeExec, f.PipePing, err = pipeRoundTrips(ctx, b.image, b.counts.floorExecs, b.counts.floorPings)
 	note("pipes", err)
+	log.Printf("floor: a 10 MB state over a bare attach")
+	f.BareState, f.BareStateChanged, err = bareState(ctx, b.image, b.counts.floorStates)
+	note("bare attach with state", err)
 	log.Printf("floor: bytes through a bare attach")
 	sizes := []int{1 << 20, 10 << 20, fileSize, 100 << 20}
 	if b.skip100 {
@@ -182,4 +170,110 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 	f.Bytes, err = bytesFloor(ctx, b.image, sizes, b.counts.bytesReps)
 	note("bytes", err)
 	f.Note = strings.Join(notes, "; ")
+}
+
+// bareStateSize is the state of the bare attach's session rows: kiln's 10 MB state row.
+const bareStateSize = 10 << 20
+
+// bareState times the first request to fresh sandboxes that carries a 10 MB state blob
+// made by the REPL itself, n times read-only (print(len(blob)): the state comes back
+// unchanged, so not at all) and n times changing it (a new name: the whole state comes
+// back). It is kiln's session rows without kiln's HTTP, session and store, and the
+// bytes floor plus the REPL's own handling of a state.
+func bareState(ctx context.Context, image string, n int) (same, changed Summary, err error) {
+	if n == 0 {
+		return same, changed, nil
+	}
+	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
+	if err != nil {
+		return same, changed, err
+	}
+	defer dc.Close()
+	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), 2*n+1, 2)
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, s := range boxes {
+			if s != nil {
+				err = errors.Join(err, s.Remove(rctx))
+			}
+		}
+	}()
+	if startErr != nil {
+		return same, changed, startErr
+	}
+	mk := &protocol.Request{ID: "mkstate", Op: protocol.OpExec, Lang: "python", TimeoutMS: 60000, CaptureState: true,
+		Code: fmt.Sprintf("import os\nblob = os.urandom(%d)", bareStateSize), Limits: kilnLimits}
+	_, resp, err := exchange(ctx, boxes[0], mk)
+	if err != nil {
+		return same, changed, fmt.Errorf("making the state: %w", err)
+	}
+	if len(resp.State) < bareStateSize {
+		return same, changed, fmt.Errorf("the state came back with %d bytes", len(resp.State))
+	}
+	time.Sleep(2 * time.Second) // as in bareAttach: the warm-ups' garbage settles
+	var took [2][]time.Duration
+	var fails [2]int
+	for i, s := range boxes[1:] {
+		k, code := i%2, "print(len(blob))"
+		if k == 1 {
+			code = "blob2 = 1\nprint(len(blob))"
+		}
+		req := &protocol.Request{ID: "floor-state", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 60000,
+			State: resp.State, CaptureState: true, Limits: kilnLimits}
+		d, r, err := exchange(ctx, s, req)
+		switch {
+		case err != nil:
+		case r.Stdout != fmt.Sprintf("%d\n", bareStateSize):
+			err = fmt.Errorf("answered status %s, stdout %q", r.Status, r.Stdout)
+		case k == 0 && !r.StateUnchanged:
+			err = errors.New("a read-only run sent its state back")
+		case k == 1 && len(r.State) < bareStateSize:
+			err = fmt.Errorf("a changed state came back with %d bytes", len(r.State))
+		}
+		if err != nil {
+			log.Printf("bare attach with state: %v", err)
+			fails[k]++
+			continue
+		}
+		took[k] = append(took[k], d)
+	}
+	note := "fresh warm sandbox, first request carries 10 MB of state (os.urandom, made by the REPL), no kiln in between"
+	same = summarize("floor: bare attach, first print(len(blob)), 10 MB state, unchanged", took[0], fails[0], note)
+	changed = summarize("floor: bare attach, first run, 10 MB state, changed", took[1], fails[1], note)
+	return same, changed, nil
+}
+
+// exchange sends req to a sandbox and decodes its answer.
+func exchange(ctx context.Context, s *docker.Sandbox, req *protocol.Request) (time.Duration, *protocol.Response, error) {
+	took, f, err := roundTrip(ctx, s, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	lim := kilnLimits
+	lim.MaxStateBytes = 64 << 20
+	resp, err := protocol.DecodeResponse(f, req.ID, lim)
+	return took, resp, err
+}
+
+// roundTrip times sending req to a sandbox and receiving the next frame, which is the
+// answer: no events were asked for.
+func roundTrip(ctx context.Context, s *docker.Sandbox, req *protocol.Request) (time.Duration, protocol.Frame, error) {
+	var f protocol.Frame
+	msg, err := protocol.EncodeRequest(req)
+	if err != nil {
+		return 0, f, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	err = s.Send(ectx, msg)
+	if err == nil {
+		f, err = s.Receive(ectx)
+	}
+	took := time.Since(start)
+	if err != nil {
+		return 0, f, fmt.Errorf("exchange: %w (%s)", err, strings.TrimSpace(s.Stderr()))
+	}
+	return took, f, nil
 }

@@ -184,3 +184,30 @@ func TestLastLines(t *testing.T) {
 		t.Errorf("got %q from nothing", got)
 	}
 }
+
+func TestBreakdown(t *testing.T) {
+	r := newResults()
+	r.Floor = &Floor{BareExec: Summary{N: 8, P50: 2}, BareState: Summary{N: 4, P50: 30}, Bytes: floorRows()}
+	r.Latency = []Summary{
+		{Name: statelessRow, N: 30, P50: 2.6},
+		{Name: "session with 10 MB state, c=1", N: 8, P50: 54.6},
+	}
+	got := breakdown(r)
+	want := []Part{
+		{Case: statelessRow, KilnMS: 2.6, REPLMS: 2, OwnMS: 0.6},
+		{Case: "session with 10 MB state, c=1", KilnMS: 54.6, TransportMS: 10, REPLMS: 20, OwnMS: 24.6},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %d parts", got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Case != w.Case || g.KilnMS != w.KilnMS || g.TransportMS != w.TransportMS || g.REPLMS != w.REPLMS || g.OwnMS != w.OwnMS {
+			t.Errorf("part %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	r.Floor.BareState = Summary{}
+	if got := breakdown(r); len(got) != 1 {
+		t.Errorf("without the bare state row: got %+v, want the stateless part only", got)
+	}
+}

@@ -56,6 +56,7 @@ func main() {
 		err = b.runLocal(ctx, res)
 	}
 	res.Ratios = ratios(res)
+	res.Breakdown = breakdown(res)
 	if err != nil {
 		log.Printf("bench: %v", err)
 	}
@@ -84,18 +85,19 @@ type counts struct {
 	bigState int           // calls in the session with 100 MB of state
 	files    int           // calls of each 20 MB file row
 	// The floor: first print(1) and first ping, each to a fresh REPL (over a bare
-	// attach, and over pipes inside a container); repetitions of each bytes size.
-	floorExecs, floorPings, bytesReps int
+	// attach, and over pipes inside a container); first runs carrying 10 MB of state
+	// over a bare attach (of each kind); repetitions of each bytes size.
+	floorExecs, floorPings, floorStates, bytesReps int
 }
 
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
-		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, bytesReps: 3, stream: 8}
+		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, bytesReps: 3, stream: 8}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
-		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, bytesReps: 1, stream: 2}
+		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, bytesReps: 1, stream: 2}
 }
 
 type bench struct {

@@ -120,3 +120,44 @@ func floorNet(rows []BytesRow, n int64, in bool) (float64, bool) {
 	last := pts[len(pts)-1]
 	return last.ms * x / last.bytes, true
 }
+
+// Part splits one kiln row's median into where its time goes, from the floor of the
+// same run: moving the bytes (bare attach), the REPL's own work on the exchange (the
+// bare attach's round trip with the same request, less the bytes), and kiln (the rest:
+// HTTP, session, store, pool and executor).
+type Part struct {
+	Case        string  `json:"case"`
+	KilnMS      float64 `json:"kiln_p50_ms"`
+	TransportMS float64 `json:"transport_ms"`
+	REPLMS      float64 `json:"repl_ms"`
+	OwnMS       float64 `json:"kiln_own_ms"`
+	Basis       string  `json:"basis"`
+}
+
+// breakdown splits stateless print(1) and the 10 MB session rows, whose bare attach
+// counterparts the floor measures.
+func breakdown(r *Results) []Part {
+	f := r.Floor
+	if f == nil || f.BareExec.N == 0 {
+		return nil
+	}
+	var out []Part
+	if s := r.summary(statelessRow); s.N > 0 {
+		out = append(out, Part{Case: statelessRow, KilnMS: s.P50, REPLMS: round(f.BareExec.P50, 2),
+			OwnMS: round(s.P50-f.BareExec.P50, 2), Basis: "REPL: bare attach first print(1), its transport included"})
+	}
+	in, ok := floorNet(f.Bytes, bareStateSize, true)
+	if f.BareState.N == 0 || !ok {
+		return out
+	}
+	for _, name := range []string{"session with 10 MB state, c=1", "read-only print(len(blob)), 10 MB state"} {
+		s := r.summary(name)
+		if s.N == 0 {
+			continue
+		}
+		out = append(out, Part{Case: name, KilnMS: s.P50, TransportMS: round(in, 2),
+			REPLMS: round(f.BareState.P50-in, 2), OwnMS: round(s.P50-f.BareState.P50, 2),
+			Basis: "transport: 10 MB in; REPL: bare attach first run with the same state, less the transport"})
+	}
+	return out
+}

@@ -32,6 +32,7 @@ type Results struct {
 	Preload    []PreloadRow `json:"preload"`
 	Floor      *Floor       `json:"floor,omitempty"`
 	Ratios     []Ratio      `json:"ratios,omitempty"`
+	Breakdown  []Part       `json:"breakdown,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
 }
@@ -146,6 +147,12 @@ func table(r *Results) string {
 			fmt.Fprintf(&b, "%-44s %9.1f %9.2f %7.2f %7.2f %9s  %s\n", x.Case, x.KilnMS, x.FloorMS, x.Ratio, x.Target, movedText(x), x.Basis)
 		}
 	}
+	if len(r.Breakdown) > 0 {
+		fmt.Fprintf(&b, "\n%-44s %9s %9s %9s %9s  %s\n", "where the time goes (p50)", "kiln ms", "bytes ms", "REPL ms", "kiln's ms", "basis")
+		for _, x := range r.Breakdown {
+			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
+		}
+	}
 	if wire := r.wireRows(); len(wire) > 0 {
 		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
 		for _, s := range wire {
@@ -209,6 +216,12 @@ func markdown(r *Results) string {
 		b.WriteString("\n| kiln against the floor | kiln p50 ms | floor ms | ratio | target | ratio on bytes moved | basis |\n|---|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Ratios {
 			fmt.Fprintf(&b, "| %s | %.1f | %.2f | %.2f | %.2f | %s | %s |\n", x.Case, x.KilnMS, x.FloorMS, x.Ratio, x.Target, movedText(x), x.Basis)
+		}
+	}
+	if len(r.Breakdown) > 0 {
+		b.WriteString("\n| where the time goes (p50) | kiln ms | moving the bytes ms | REPL ms | kiln's own ms | basis |\n|---|---:|---:|---:|---:|---|\n")
+		for _, x := range r.Breakdown {
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
 		}
 	}
 	if wire := r.wireRows(); len(wire) > 0 {
