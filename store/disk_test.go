@@ -217,3 +217,38 @@ func TestDiskPathTraversal(t *testing.T) {
 		}
 	}
 }
+
+// A state blob that no longer matches its SHA-256 (damaged under kiln, not by a
+// write of kiln's, which are atomic) is an error, never bytes to restore.
+func TestDiskStateDamaged(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		damage func(b []byte) []byte
+	}{
+		{"cut short", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"a byte changed", func(b []byte) []byte { b[0] ^= 1; return b }},
+		{"empty", func([]byte) []byte { return nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openDisk(t, dir)
+			id, _ := fill(t, s)
+			sess, err := s.Session(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "sessions", id, "state-"+sess.StateSHA256+".bin")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tt.damage(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.State(t.Context(), id)
+			if err == nil || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "damaged") {
+				t.Errorf("State = %q, %v; want an error saying the blob is damaged", got, err)
+			}
+		})
+	}
+}

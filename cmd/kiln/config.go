@@ -27,8 +27,10 @@ type Config struct {
 	SandboxMemoryMB  int64   `envconfig:"SANDBOX_MEMORY_MB" default:"512"`
 	SandboxCPUs      float64 `envconfig:"SANDBOX_CPUS" default:"1"`
 	SandboxPidsLimit int64   `envconfig:"SANDBOX_PIDS_LIMIT" default:"128"`
-	SandboxTmpMB     int64   `envconfig:"SANDBOX_TMP_MB" default:"64"`
-	SandboxDataMB    int64   `envconfig:"SANDBOX_DATA_MB" default:"256"`
+	// The limits without a default tag follow SANDBOX_MEMORY_MB when unset or 0:
+	// derive fills them in, Validate checks them against it.
+	SandboxTmpMB  int64 `envconfig:"SANDBOX_TMP_MB"`
+	SandboxDataMB int64 `envconfig:"SANDBOX_DATA_MB"`
 
 	PoolSize int `envconfig:"POOL_SIZE" default:"4"`
 	// Pools names the pools, one per sandbox image, with their sizes:
@@ -59,10 +61,10 @@ type Config struct {
 	MaxToolRounds         int   `envconfig:"MAX_TOOL_ROUNDS" default:"50"`
 	ToolResultTimeoutSecs int   `envconfig:"TOOL_RESULT_TIMEOUT_SECONDS" default:"120"`
 	MaxCodeKB             int   `envconfig:"MAX_CODE_KB" default:"512"`
-	MaxOutputKB           int64 `envconfig:"MAX_OUTPUT_KB" default:"1024"`
-	StateMaxSizeMB        int64 `envconfig:"STATE_MAX_SIZE_MB" default:"64"`
-	StateMaxRawMB         int64 `envconfig:"STATE_MAX_RAW_MB" default:"512"`
-	MaxFileSizeMB         int64 `envconfig:"MAX_FILE_SIZE_MB" default:"25"`
+	MaxOutputKB           int64 `envconfig:"MAX_OUTPUT_KB"`
+	StateMaxSizeMB        int64 `envconfig:"STATE_MAX_SIZE_MB"`
+	StateMaxRawMB         int64 `envconfig:"STATE_MAX_RAW_MB"`
+	MaxFileSizeMB         int64 `envconfig:"MAX_FILE_SIZE_MB"`
 	MaxOutputFiles        int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
 	StateCaptureOnError   bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
 
@@ -105,7 +107,45 @@ func LoadConfig() (Config, error) {
 		}
 		c.InstanceID = host
 	}
+	c.derive()
 	return c, c.Validate()
+}
+
+// derive fills in the limits left unset (or 0) from SANDBOX_MEMORY_MB, so that each
+// fits inside the one it lives in. The fractions were measured in the python image
+// (docs/operations.md, "Limits that follow the memory"):
+//   - /tmp and /mnt/data are tmpfs, charged to the sandbox's memory: an eighth (at
+//     most 64 MB) and a quarter.
+//   - a file in or out passes through /mnt/data: at most SANDBOX_DATA_MB, 25 MB.
+//   - a state whose pickle is R bytes takes about 4R beside the REPL (100 to 200 MB)
+//     when a run restores it and captures it again: the pickle, the objects built from
+//     it, the pickle kept to tell an unchanged state, the new pickle. An eighth of the
+//     memory does that in 256 and 512 MB; a quarter is captured once, and then every
+//     later run of the session dies of OOM.
+//   - the state compressed: 64 MB, at most the raw cap.
+//   - output: 1024 KB, at most 8 KB per MB of memory (see Validate).
+func (c *Config) derive() {
+	mem := c.SandboxMemoryMB
+	orDerived := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = max(1, d) // never 0: a memory too small is its own check's error
+		}
+	}
+	orDerived(&c.SandboxTmpMB, min(64, mem/8))
+	orDerived(&c.SandboxDataMB, mem/4)
+	orDerived(&c.MaxFileSizeMB, min(25, c.SandboxDataMB))
+	orDerived(&c.StateMaxRawMB, mem/8)
+	orDerived(&c.StateMaxSizeMB, min(64, c.StateMaxRawMB))
+	orDerived(&c.MaxOutputKB, min(1024, mem*8))
+}
+
+// returnableFilesMB is the most one run's output files can hold: MAX_OUTPUT_FILES
+// files of MAX_FILE_SIZE_MB, all of them in /mnt/data at once.
+func (c Config) returnableFilesMB() int64 {
+	if c.MaxFileSizeMB > 0 && int64(c.MaxOutputFiles) <= c.SandboxDataMB/c.MaxFileSizeMB {
+		return int64(c.MaxOutputFiles) * c.MaxFileSizeMB
+	}
+	return c.SandboxDataMB
 }
 
 // Validate checks the ranges of every value.
@@ -128,7 +168,7 @@ func (c Config) Validate() error {
 	check(c.SandboxCPUs > 0 && c.SandboxCPUs <= 64, "SANDBOX_CPUS must be above 0 and at most 64, got %g", c.SandboxCPUs)
 	check(c.SandboxPidsLimit >= 16, "SANDBOX_PIDS_LIMIT must be at least 16, got %d", c.SandboxPidsLimit)
 	check(c.SandboxTmpMB >= 1 && c.SandboxDataMB >= 1, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1")
-	check(c.SandboxTmpMB+c.SandboxDataMB < c.SandboxMemoryMB, "SANDBOX_TMP_MB + SANDBOX_DATA_MB (%d) must stay below SANDBOX_MEMORY_MB (%d): tmpfs counts as memory", c.SandboxTmpMB+c.SandboxDataMB, c.SandboxMemoryMB)
+	c.checkMemory(check)
 	check(c.MinTimeoutMS >= 1 && c.MinTimeoutMS <= c.MaxTimeoutMS, "MIN_TIMEOUT_MS must be at least 1 and at most MAX_TIMEOUT_MS")
 	check(c.DefaultTimeoutMS >= c.MinTimeoutMS && c.DefaultTimeoutMS <= c.MaxTimeoutMS, "DEFAULT_TIMEOUT_MS must lie between MIN_TIMEOUT_MS and MAX_TIMEOUT_MS")
 	check(c.TimeoutGraceMS >= 100, "TIMEOUT_GRACE_MS must be at least 100, got %d", c.TimeoutGraceMS)
@@ -139,7 +179,7 @@ func (c Config) Validate() error {
 	check(c.ToolResultTimeoutSecs >= 1, "TOOL_RESULT_TIMEOUT_SECONDS must be at least 1")
 	check(c.MaxCodeKB >= 1, "MAX_CODE_KB must be at least 1")
 	check(c.MaxOutputKB >= 1, "MAX_OUTPUT_KB must be at least 1")
-	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB must be at least 1 and STATE_MAX_RAW_MB at least as large")
+	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB (%d) must be at least 1 and STATE_MAX_RAW_MB (%d) at least as large", c.StateMaxSizeMB, c.StateMaxRawMB)
 	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
 	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
 	check(c.SessionTTLHours > 0, "SESSION_TTL_HOURS must be above 0, got %g", c.SessionTTLHours)
@@ -158,6 +198,26 @@ func (c Config) Validate() error {
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)
 	return errors.Join(errs...)
+}
+
+// checkMemory checks the limits that live inside a sandbox's memory against it, each
+// message naming the settings and their values.
+func (c Config) checkMemory(check func(ok bool, format string, args ...any)) {
+	mem := c.SandboxMemoryMB
+	files := c.returnableFilesMB()
+	check(c.SandboxTmpMB+c.SandboxDataMB+files <= mem*3/4,
+		"SANDBOX_TMP_MB (%d) + SANDBOX_DATA_MB (%d) + the output files one run may return (%d: MAX_OUTPUT_FILES %d × MAX_FILE_SIZE_MB %d, at most SANDBOX_DATA_MB) must stay within 3/4 of SANDBOX_MEMORY_MB (%d of %d): "+
+			"both tmpfs count as memory, the REPL holds the files it returns in memory while they are still on /mnt/data, and it needs the last quarter itself",
+		c.SandboxTmpMB, c.SandboxDataMB, files, c.MaxOutputFiles, c.MaxFileSizeMB, mem*3/4, mem)
+	check(c.MaxFileSizeMB <= c.SandboxDataMB,
+		"MAX_FILE_SIZE_MB (%d) must be at most SANDBOX_DATA_MB (%d): every file in or out passes through the sandbox's /mnt/data",
+		c.MaxFileSizeMB, c.SandboxDataMB)
+	check(c.StateMaxRawMB*4 <= mem,
+		"STATE_MAX_RAW_MB (%d) must be at most a quarter of SANDBOX_MEMORY_MB (%d): restoring a state holds its pickle and the objects built from it beside the REPL (unset, it is an eighth: the largest that a run can restore and capture again)",
+		c.StateMaxRawMB, mem)
+	check(c.MaxOutputKB <= mem*8,
+		"MAX_OUTPUT_KB (%d) must be at most 8 KB per MB of SANDBOX_MEMORY_MB (%d): the REPL holds stdout, stderr and the result, each up to this cap and up to 6 times that JSON-escaped",
+		c.MaxOutputKB, mem*8)
 }
 
 // PoolSpec is one pool: its name, how many sandboxes it keeps warm, its image.

@@ -61,6 +61,13 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"AUTO_FIGURES", c.AutoFigures, true},
 		{"MAX_TIMEOUT_MS", c.MaxTimeoutMS, int64(300000)},
 		{"STATE_CAPTURE_ON_ERROR", c.StateCaptureOnError, false},
+		{"SANDBOX_TMP_MB is derived", c.SandboxTmpMB, int64(64)},
+		{"SANDBOX_DATA_MB is derived", c.SandboxDataMB, int64(128)},
+		{"MAX_FILE_SIZE_MB is derived", c.MaxFileSizeMB, int64(25)},
+		{"STATE_MAX_RAW_MB is derived", c.StateMaxRawMB, int64(64)},
+		{"STATE_MAX_SIZE_MB is derived", c.StateMaxSizeMB, int64(64)},
+		{"MAX_OUTPUT_KB is derived", c.MaxOutputKB, int64(1024)},
+		{"MAX_OUTPUT_FILES", c.MaxOutputFiles, 20},
 		{"INSTANCE_ID is the host name", c.InstanceID, host},
 	}
 	for _, tt := range tests {
@@ -150,7 +157,17 @@ func TestConfigValidate(t *testing.T) {
 		{"cpus 65", func(c *Config) { c.SandboxCPUs = 65 }, "SANDBOX_CPUS must be above 0 and at most 64, got 65"},
 		{"pids 15", func(c *Config) { c.SandboxPidsLimit = 15 }, "SANDBOX_PIDS_LIMIT must be at least 16, got 15"},
 		{"tmp 0", func(c *Config) { c.SandboxTmpMB = 0 }, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1"},
-		{"tmpfs fills memory", func(c *Config) { c.SandboxMemoryMB, c.SandboxTmpMB, c.SandboxDataMB = 256, 128, 128 }, "SANDBOX_TMP_MB + SANDBOX_DATA_MB (256) must stay below SANDBOX_MEMORY_MB (256)"},
+		{"tmpfs fills memory", func(c *Config) { c.SandboxMemoryMB, c.SandboxTmpMB, c.SandboxDataMB = 256, 128, 128 }, "SANDBOX_TMP_MB (128) + SANDBOX_DATA_MB (128) + the output files one run may return (128: MAX_OUTPUT_FILES 20 × MAX_FILE_SIZE_MB 25, at most SANDBOX_DATA_MB) must stay within 3/4 of SANDBOX_MEMORY_MB (192 of 256)"},
+		// The old defaults: a run that wrote 8 files of 24 MB and returned them died of OOM.
+		{"data tmpfs and its files past memory", func(c *Config) { c.SandboxDataMB = 256 }, "SANDBOX_TMP_MB (64) + SANDBOX_DATA_MB (256) + the output files one run may return (256: MAX_OUTPUT_FILES 20 × MAX_FILE_SIZE_MB 25, at most SANDBOX_DATA_MB) must stay within 3/4 of SANDBOX_MEMORY_MB (384 of 512)"},
+		{"few small output files leave room for data", func(c *Config) { c.SandboxDataMB, c.MaxOutputFiles, c.MaxFileSizeMB = 256, 2, 10 }, ""},
+		{"file over the data tmpfs", func(c *Config) { c.MaxFileSizeMB, c.MaxOutputFiles = 200, 0 }, "MAX_FILE_SIZE_MB (200) must be at most SANDBOX_DATA_MB (128)"},
+		// The old default, which let a 300 MB state bomb reach a sandbox of 512 MB.
+		{"raw state of all memory", func(c *Config) { c.StateMaxRawMB = 512 }, "STATE_MAX_RAW_MB (512) must be at most a quarter of SANDBOX_MEMORY_MB (512)"},
+		{"raw state of a quarter", func(c *Config) { c.StateMaxRawMB = 128 }, ""},
+		{"raw state of a quarter and 1", func(c *Config) { c.StateMaxRawMB = 129 }, "STATE_MAX_RAW_MB (129) must be at most a quarter"},
+		{"output past memory", func(c *Config) { c.MaxOutputKB = 4097 }, "MAX_OUTPUT_KB (4097) must be at most 8 KB per MB of SANDBOX_MEMORY_MB (4096)"},
+		{"output at its bound", func(c *Config) { c.MaxOutputKB = 4096 }, ""},
 		{"min timeout 0", func(c *Config) { c.MinTimeoutMS = 0 }, "MIN_TIMEOUT_MS must be at least 1"},
 		{"min over max timeout", func(c *Config) { c.MinTimeoutMS, c.MaxTimeoutMS = 500, 400 }, "MIN_TIMEOUT_MS must be at least 1 and at most MAX_TIMEOUT_MS"},
 		{"default under min", func(c *Config) { c.DefaultTimeoutMS = 50 }, "DEFAULT_TIMEOUT_MS must lie between"},
@@ -158,8 +175,8 @@ func TestConfigValidate(t *testing.T) {
 		{"grace 99", func(c *Config) { c.TimeoutGraceMS = 99 }, "TIMEOUT_GRACE_MS must be at least 100, got 99"},
 		{"code 0", func(c *Config) { c.MaxCodeKB = 0 }, "MAX_CODE_KB must be at least 1"},
 		{"output 0", func(c *Config) { c.MaxOutputKB = 0 }, "MAX_OUTPUT_KB must be at least 1"},
-		{"state 0", func(c *Config) { c.StateMaxSizeMB = 0 }, "STATE_MAX_SIZE_MB must be at least 1"},
-		{"raw state under state", func(c *Config) { c.StateMaxSizeMB, c.StateMaxRawMB = 64, 32 }, "STATE_MAX_RAW_MB at least as large"},
+		{"state 0", func(c *Config) { c.StateMaxSizeMB = 0 }, "STATE_MAX_SIZE_MB (0) must be at least 1"},
+		{"raw state under state", func(c *Config) { c.StateMaxSizeMB, c.StateMaxRawMB = 64, 32 }, "STATE_MAX_SIZE_MB (64) must be at least 1 and STATE_MAX_RAW_MB (32) at least as large"},
 		{"file 0", func(c *Config) { c.MaxFileSizeMB = 0 }, "MAX_FILE_SIZE_MB must be at least 1"},
 		{"negative output files", func(c *Config) { c.MaxOutputFiles = -1 }, "MAX_OUTPUT_FILES must not be negative"},
 		{"negative shutdown grace", func(c *Config) { c.ShutdownGraceSeconds = -1 }, "SHUTDOWN_GRACE_SECONDS must not be negative"},
@@ -182,6 +199,82 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDerivedLimits checks that the limits left unset follow SANDBOX_MEMORY_MB, that
+// a value set (even one the derivation would have changed) wins, that 0 means derived,
+// and that every derived configuration is valid.
+func TestDerivedLimits(t *testing.T) {
+	type limits struct{ tmp, data, file, raw, state, outKB int64 }
+	tests := []struct {
+		name string
+		env  map[string]string
+		want limits
+	}{
+		{"memory 64, the least", map[string]string{"SANDBOX_MEMORY_MB": "64"}, limits{8, 16, 16, 8, 8, 512}},
+		{"memory 256", map[string]string{"SANDBOX_MEMORY_MB": "256"}, limits{32, 64, 25, 32, 32, 1024}},
+		{"memory 512, the default", nil, limits{64, 128, 25, 64, 64, 1024}},
+		{"memory 1536", map[string]string{"SANDBOX_MEMORY_MB": "1536"}, limits{64, 384, 25, 192, 64, 1024}},
+		{"set values win", map[string]string{"SANDBOX_MEMORY_MB": "1024", "SANDBOX_TMP_MB": "16", "SANDBOX_DATA_MB": "100",
+			"MAX_FILE_SIZE_MB": "50", "STATE_MAX_RAW_MB": "200", "STATE_MAX_SIZE_MB": "100", "MAX_OUTPUT_KB": "2048"},
+			limits{16, 100, 50, 200, 100, 2048}},
+		{"0 means derived", map[string]string{"SANDBOX_DATA_MB": "0", "STATE_MAX_RAW_MB": "0"}, limits{64, 128, 25, 64, 64, 1024}},
+		{"the file cap follows a small data tmpfs", map[string]string{"SANDBOX_DATA_MB": "10"}, limits{64, 10, 10, 64, 64, 1024}},
+		{"the state cap follows a small raw cap", map[string]string{"STATE_MAX_RAW_MB": "16"}, limits{64, 128, 25, 16, 16, 1024}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := LoadConfig()
+			if err != nil {
+				t.Fatalf("got %v, want a valid configuration", err)
+			}
+			got := limits{c.SandboxTmpMB, c.SandboxDataMB, c.MaxFileSizeMB, c.StateMaxRawMB, c.StateMaxSizeMB, c.MaxOutputKB}
+			if got != tt.want {
+				t.Errorf("got tmp/data/file/raw/state/output %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestInconsistentLimitsStopKiln checks, through the environment, that a value set
+// against the memory it lives in is refused with a message that names the settings
+// and their values.
+func TestInconsistentLimitsStopKiln(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"the state bomb's configuration", map[string]string{"STATE_MAX_RAW_MB": "512"},
+			"STATE_MAX_RAW_MB (512) must be at most a quarter of SANDBOX_MEMORY_MB (512)"},
+		{"memory lowered under a raw cap set", map[string]string{"SANDBOX_MEMORY_MB": "256", "STATE_MAX_RAW_MB": "128"},
+			"STATE_MAX_RAW_MB (128) must be at most a quarter of SANDBOX_MEMORY_MB (256)"},
+		{"compressed cap over the derived raw cap", map[string]string{"STATE_MAX_SIZE_MB": "100"},
+			"STATE_MAX_SIZE_MB (100) must be at least 1 and STATE_MAX_RAW_MB (64) at least as large"},
+		{"the old data tmpfs", map[string]string{"SANDBOX_DATA_MB": "256"},
+			"SANDBOX_TMP_MB (64) + SANDBOX_DATA_MB (256) + the output files one run may return (256"},
+		{"a file the data tmpfs cannot hold", map[string]string{"SANDBOX_DATA_MB": "20", "MAX_FILE_SIZE_MB": "25"},
+			"MAX_FILE_SIZE_MB (25) must be at most SANDBOX_DATA_MB (20)"},
+		{"output for a bigger sandbox", map[string]string{"SANDBOX_MEMORY_MB": "128", "MAX_OUTPUT_KB": "2048"},
+			"MAX_OUTPUT_KB (2048) must be at most 8 KB per MB of SANDBOX_MEMORY_MB (1024)"},
+		{"negative is not derived", map[string]string{"SANDBOX_DATA_MB": "-1"}, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := LoadConfig()
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want one containing %q", err, tt.want)
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,22 +32,39 @@ func Root() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Binary builds cmd/kiln once per test process and returns its path.
+// Binary builds cmd/kiln once per test process and returns its path: bin/kiln-test in
+// the repository, which git ignores, so that no run leaves a binary in $TMPDIR. Test
+// processes of several packages build at once: each links to a name of its own beside
+// it and renames that into place, so that none starts a half-written binary. A kiln
+// already started keeps the file it was started from.
 func Binary() (string, error) {
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-bin-")
-		if err != nil {
-			buildErr = err
+		dir := filepath.Join(Root(), "bin")
+		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
 			return
 		}
-		binary = filepath.Join(dir, "kiln")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/kiln")
+		path := filepath.Join(dir, "kiln-test")
+		tmp := filepath.Join(dir, fmt.Sprintf(".kiln-test-%d-%s", os.Getpid(), randomSuffix()))
+		cmd := exec.Command("go", "build", "-o", tmp, "./cmd/kiln")
 		cmd.Dir = Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = errors.Join(fmt.Errorf("go build: %v\n%s", err, out), ignoreNotExist(os.Remove(tmp)))
+			return
 		}
+		if err := os.Rename(tmp, path); err != nil {
+			buildErr = errors.Join(err, os.Remove(tmp))
+			return
+		}
+		binary = path
 	})
 	return binary, buildErr
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // Runtime returns the sandbox runtime the tests run under: KILN_TEST_RUNTIME, or
@@ -90,8 +108,11 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		env = append(env, "DOCKER_HOST="+h)
+	// TMPDIR too: whatever kiln leaves in it is the test run's to clean (test/leftovers.sh).
+	for _, name := range []string{"DOCKER_HOST", "TMPDIR"} {
+		if v := os.Getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
 	}
 	instance := "test-" + randomSuffix()
 	defaults := map[string]string{

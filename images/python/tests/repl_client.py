@@ -87,7 +87,11 @@ class Repl:
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self._buffer = bytearray()
         self._count = 0
-        self.ready = self.read_frame(timeout)
+        try:
+            self.ready = self.read_frame(timeout)
+        except BaseException:
+            self.close()  # no test holds it yet to close it: its data directory goes now
+            raise
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -1,0 +1,196 @@
+package fault
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// The state bomb of issue 16: a pickle of {"x": b"\0" * 300 MB}, 1.2 MB once LZ4 has
+// compressed it. With SANDBOX_MEMORY_MB=512 it used to reach a sandbox (the raw cap
+// was 512 MB) and come back as oom; STATE_MAX_RAW_MB now follows the memory (an
+// eighth), so both doors refuse it with 413 too_large, at once, and no sandbox is
+// lent or made for it. A run that builds a state past the cap gets a clear answer too,
+// and its session goes on with the state it had.
+func TestStateBombRefusedAtTheDoor(t *testing.T) {
+	s := start(t, "SANDBOX_MEMORY_MB=512", "POOL_SIZE=2", "QUEUE_TIMEOUT_SECONDS=120")
+	bomb := pickleBomb(t, 300<<20)
+	t.Logf("the bomb: %d bytes compressed, 300 MiB decompressed", len(bomb))
+
+	// A session with a state of its own, made before the counts are taken.
+	first := execWithin(s, 2*time.Minute, map[string]any{"code": "y = 41"})
+	if first.err != nil || first.status != http.StatusOK || first.body.Status != "ok" || !first.body.HasState {
+		t.Fatalf("setup run: %d %+v (err %v)", first.status, first.body, first.err)
+	}
+	sid := first.body.SessionID
+	before := idlePool(t, s)
+
+	doors := []struct {
+		name string
+		send func() (int, kilntest.ErrorBody, error)
+	}{
+		{"the state of a stateless POST /exec", func() (int, kilntest.ErrorBody, error) {
+			r := execWithin(s, time.Minute, map[string]any{"code": "print(len(x))", "state": base64.StdEncoding.EncodeToString(bomb)})
+			return r.status, r.envl, r.err
+		}},
+		{"POST /state/{session_id}", func() (int, kilntest.ErrorBody, error) {
+			resp, b, err := s.Request(http.MethodPost, "/state/"+sid, bytes.NewReader(bomb), http.Header{"Content-Type": {"application/octet-stream"}})
+			if err != nil {
+				return 0, kilntest.ErrorBody{}, err
+			}
+			var e kilntest.ErrorBody
+			_ = jsonUnmarshal(b, &e)
+			return resp.StatusCode, e, nil
+		}},
+	}
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) {
+			begin := time.Now()
+			status, envl, err := d.send()
+			took := time.Since(begin)
+			t.Logf("answered %d %q in %s", status, envl.Error, took.Round(time.Millisecond))
+			if err != nil || status != http.StatusRequestEntityTooLarge || envl.Error != "too_large" {
+				t.Errorf("got %d %+v (err %v), want 413 too_large", status, envl, err)
+			}
+			if !strings.Contains(envl.Message, "decompresses past the limit of 67108864 bytes") {
+				t.Errorf("message %q does not name the raw limit", envl.Message)
+			}
+			if took > time.Second {
+				t.Errorf("answered in %s, want within 1s: a refusal must not wait on a sandbox", took)
+			}
+		})
+	}
+	after := idlePool(t, s)
+	if after != before {
+		t.Errorf("sandbox counters went from %+v to %+v; want them unchanged: the bomb must cost no sandbox", before, after)
+	}
+	if got := sessionState(t, s, sid); got != first.body.StateSize {
+		t.Errorf("the session's state is %d bytes after the refused upload, want the %d it had", got, first.body.StateSize)
+	}
+
+	// A state the run builds in its sandbox. 100 MiB of bytes pickles within the
+	// sandbox's memory and comes back over the raw cap: not kept, said in state_error.
+	// 300 MiB does not even pickle in 512 MB: the run ends as oom. Either way the
+	// session keeps the state it had.
+	for _, tt := range []struct {
+		mb         int
+		status     string
+		stateError string
+	}{
+		{100, "ok", "state not kept: state decompresses past the limit of 67108864 bytes"},
+		{300, "oom", ""},
+	} {
+		t.Run("a run that builds "+strconv.Itoa(tt.mb)+" MiB of state", func(t *testing.T) {
+			r := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid,
+				"code": "x = b'\\0' * (" + strconv.Itoa(tt.mb) + " << 20)\nprint(len(x))"})
+			if r.err != nil || r.status != http.StatusOK || r.body.Status != tt.status {
+				t.Fatalf("got %d %+v (err %v), want 200 %s", r.status, r.body, r.err, tt.status)
+			}
+			if got := kilntest.Str(r.body.StateError); tt.stateError != "" && !strings.Contains(got, tt.stateError) {
+				t.Errorf("state_error %q, want it to say %q", got, tt.stateError)
+			}
+			if r.body.StateSize != first.body.StateSize {
+				t.Errorf("state_size %d, want the %d the session had", r.body.StateSize, first.body.StateSize)
+			}
+			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())"})
+			if next.err != nil || next.body.Status != "ok" || next.body.Stdout != "41 False\n" {
+				t.Errorf("the next run got %d %+v (err %v), want 41 False: the old state, without x", next.status, next.body, next.err)
+			}
+		})
+	}
+}
+
+// pickleBomb returns one LZ4 frame holding the pickle (protocol 4) of {"x": bytes(n)}.
+func pickleBomb(t *testing.T, n int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := lz4.NewWriter(&buf)
+	head := []byte{0x80, 4, '}', 0x94, 0x8c, 1, 'x', 0x94, 0x8e} // PROTO 4, {}, 'x', BINBYTES8
+	head = binary.LittleEndian.AppendUint64(head, uint64(n))
+	_, err := zw.Write(head)
+	zeros := make([]byte, 1<<20)
+	for left := n; err == nil && left > 0; left -= int64(len(zeros)) {
+		_, err = zw.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	if err == nil {
+		_, err = zw.Write([]byte{0x94, 's', '.'}) // SETITEM, STOP
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		t.Fatalf("compressing the bomb: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// sandboxCounts are what a lent or made sandbox moves.
+type sandboxCounts struct {
+	checkouts, created   float64 // /metrics: kiln_pool_checkouts_total, kiln_sandboxes_created_total
+	poolCreated, removed int64   // /health/detailed
+}
+
+// idlePool waits until the pool is full and idle, then reads the counts.
+func idlePool(t *testing.T, s *kilntest.Server) sandboxCounts {
+	t.Helper()
+	var p kilntest.Pool
+	kilntest.WaitFor(t, 2*time.Minute, "the pool to be full and idle", func() bool {
+		p = s.MustPool(t)
+		return p.Ready == p.Target && p.Warming == 0 && p.InUse == 0 && p.Waiting == 0
+	})
+	resp, b, err := s.Request(http.MethodGet, "/metrics", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %s", err, b)
+	}
+	return sandboxCounts{
+		checkouts:   metricSum(b, "kiln_pool_checkouts_total"),
+		created:     metricSum(b, "kiln_sandboxes_created_total"),
+		poolCreated: p.Created,
+		removed:     p.Removed,
+	}
+}
+
+// metricSum adds up every series of a metric in the Prometheus text format.
+func metricSum(text []byte, name string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != '{' && rest[0] != ' ' {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) > 0 {
+			v, _ := strconv.ParseFloat(f[0], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// sessionState returns the size of a session's state, from GET /state/{id}/info.
+func sessionState(t *testing.T, s *kilntest.Server, sid string) int {
+	t.Helper()
+	resp, b, err := s.Request(http.MethodGet, "/state/"+sid+"/info", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /state/%s/info: %v %s", sid, err, b)
+	}
+	var info struct {
+		Size int `json:"size"`
+	}
+	if err := jsonUnmarshal(b, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info.Size
+}
