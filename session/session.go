@@ -154,6 +154,9 @@ func SanitizeName(name string) string {
 		_, size := utf8.DecodeLastRuneInString(name)
 		name = name[:len(name)-size]
 	}
+	// The cut may end on a space, which a second pass would trim: a name must come out
+	// of here as it went in, or a run's write-back would not replace the file.
+	name = strings.TrimRightFunc(name, unicode.IsSpace)
 	if name == "" || name == "." || name == ".." {
 		return "file"
 	}
