@@ -42,10 +42,15 @@ func main() {
 		*overSec = min(*overSec, 8)
 	}
 	b := &bench{image: *image, counts: c, overload: time.Duration(*overSec) * time.Second, skip100: *skip100}
+	// Every kiln's DATA_DIR lives in one temporary directory, removed once they have all stopped.
+	tmp, err := os.MkdirTemp("", "kiln-bench-")
+	if err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+	b.tmp = tmp
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	res := newResults()
-	var err error
 	switch {
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
@@ -54,6 +59,9 @@ func main() {
 		err = b.runRemote(ctx, newClient(*url, *key, *pid), res)
 	default:
 		err = b.runLocal(ctx, res)
+	}
+	if rerr := os.RemoveAll(tmp); rerr != nil {
+		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
 	res.Ratios = ratios(res)
 	res.Breakdown = breakdown(res)
@@ -101,6 +109,7 @@ func quickCounts() counts {
 }
 
 type bench struct {
+	tmp      string // the kilns' data directories go here
 	image    string
 	counts   counts
 	overload time.Duration
@@ -114,7 +123,7 @@ func (b *bench) baseEnv(dataDir string) []string {
 
 // start runs a kiln with env and waits until its pool is full.
 func (b *bench) start(ctx context.Context, env []string, pool int) (*kilntest.Server, *client, error) {
-	dir, err := os.MkdirTemp("", "kiln-bench-")
+	dir, err := os.MkdirTemp(b.tmp, "data-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,6 +161,9 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 	}
 	rss := startRSS(srv.PID())
 	err = b.poolPhases(ctx, k, res, rss)
+	if err == nil {
+		err = b.refillCPU(ctx, k, res)
+	}
 	res.Resources.PeakRSSMB = round(rss.Stop(), 1)
 	res.Preload = append(res.Preload, preloadRow("full (default)", srv.Logs(), res.rate("kiln refill under overload"), res.summary("first import pandas (full)")))
 	stop(srv)

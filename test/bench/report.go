@@ -33,6 +33,7 @@ type Results struct {
 	Floor      *Floor       `json:"floor,omitempty"`
 	Ratios     []Ratio      `json:"ratios,omitempty"`
 	Breakdown  []Part       `json:"breakdown,omitempty"`
+	RefillCPU  []RefillCPU  `json:"refill_cpu,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
 }
@@ -153,6 +154,7 @@ func table(r *Results) string {
 			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
 		}
 	}
+	b.WriteString(refillCPUText(r, false))
 	if wire := r.wireRows(); len(wire) > 0 {
 		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
 		for _, s := range wire {
@@ -224,6 +226,7 @@ func markdown(r *Results) string {
 			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
 		}
 	}
+	b.WriteString(refillCPUText(r, true))
 	if wire := r.wireRows(); len(wire) > 0 {
 		b.WriteString("\n| bytes kiln exchanged with the sandbox | in per call | out per call |\n|---|---:|---:|\n")
 		for _, s := range wire {

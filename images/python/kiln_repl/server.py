@@ -34,7 +34,8 @@ from kiln_repl.framing import Refused
 from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
 from kiln_repl.languages import BASH, TABLE_PATH, Language, ProgramRun, load_table
 from kiln_repl.log import Logger
-from kiln_repl.preload import MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, preload_plan, seed_matplotlib_cache
+from kiln_repl.preload import (MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, collector_paused, preload_plan,
+                               seed_matplotlib_cache)
 from kiln_repl.processes import kill_leftovers
 from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
 from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
@@ -65,7 +66,8 @@ class Server:
         self.untouched: dict[str, Any] = {}
         seed_matplotlib_cache(logger)
         if preload:
-            self.preload()
+            with collector_paused():
+                self.preload()
         # As with `python3 -c`, the working directory comes first. The server's home, there for
         # other processes through PYTHONPATH (see the Dockerfile), goes: the package is loaded,
         # and its modules are found through its own __path__ from now on.

@@ -39,6 +39,12 @@ class PreloadTest(ReplTestCase):
                          "('matplotlib.pyplot', 'seaborn', 'module://kiln_repl.mplbackend', False, True)",
                          "the backend is loaded with matplotlib")
 
+    def test_the_collector_is_back_on_and_the_preloads_frozen(self) -> None:
+        repl = self.start(preload=True, env={"KILN_PRELOAD": "numpy"})
+        response = repl.run("import gc\n(gc.isenabled(), gc.get_freeze_count() > 10000)")
+        self.assertOk(response)
+        self.assertEqual(response["result"], "(True, True)")
+
     def test_untouched_preloads_of_the_chosen_groups_are_not_kept(self) -> None:
         repl = self.start(preload=True, env={"KILN_PRELOAD": "numpy"})
         response = repl.run("x = np.arange(3)", capture_state=True)
