@@ -11,9 +11,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 "$here/../deploy/ensure-package.sh" mypy
 
-# The cache stays out of images/python: build.sh hashes every file there. The polyglot image's
+# The cache stays out of images/python (build.sh hashes every file there) and out of $TMPDIR
+# (a test run leaves nothing there): it goes to bin/, which git ignores. The polyglot image's
 # tests import the REPL's test client from images/python/tests.
 cd "$here/python"
 MYPYPATH=tests exec mypy --strict --python-version 3.11 --config-file "$here/mypy.ini" \
-  --cache-dir "${TMPDIR:-/tmp}/kiln-mypy-cache" \
+  --cache-dir "$here/../bin/mypy-cache" \
   repl_server.py kiln_tool.py kiln_repl tests ../polyglot/tests

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ type Config struct {
 	// SandboxImages overrides pools' images: "polyglot=registry/kiln-polyglot:1.2".
 	// By default the python pool runs SANDBOX_IMAGE and pool X runs kiln-X:latest.
 	SandboxImages       string  `envconfig:"SANDBOX_IMAGES"`
-	PoolWarmers         int     `envconfig:"POOL_WARMERS" default:"2"`
+	PoolWarmers         int     `envconfig:"POOL_WARMERS" default:"0"`
 	QueueTimeoutSeconds float64 `envconfig:"QUEUE_TIMEOUT_SECONDS" default:"10"`
 	MaxQueue            int     `envconfig:"MAX_QUEUE" default:"32"`
 	ReplEnabled         bool    `envconfig:"REPL_ENABLED" default:"true"`
@@ -112,7 +113,7 @@ func LoadConfig() (Config, error) {
 }
 
 // derive fills in the limits left unset (or 0) from SANDBOX_MEMORY_MB, so that each
-// fits inside the one it lives in. The fractions were measured in the python image
+// fits inside the one it lives in, and POOL_WARMERS from the cores. The fractions were measured in the python image
 // (docs/operations.md, "Limits that follow the memory"):
 //   - /tmp and /mnt/data are tmpfs, charged to the sandbox's memory: an eighth (at
 //     most 64 MB) and a quarter.
@@ -137,6 +138,11 @@ func (c *Config) derive() {
 	orDerived(&c.StateMaxRawMB, mem/8)
 	orDerived(&c.StateMaxSizeMB, min(64, c.StateMaxRawMB))
 	orDerived(&c.MaxOutputKB, min(1024, mem*8))
+	// A warm-up is CPU-bound (the pre-imports) and may use SANDBOX_CPUS: as many at once
+	// as the cores carry refill fastest; more only share the same cores.
+	if c.PoolWarmers == 0 {
+		c.PoolWarmers = min(64, max(1, int(float64(runtime.NumCPU())/max(c.SandboxCPUs, 0.01))))
+	}
 }
 
 // returnableFilesMB is the most one run's output files can hold: MAX_OUTPUT_FILES

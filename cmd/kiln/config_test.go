@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"SANDBOX_CPUS", c.SandboxCPUs, 1.0},
 		{"SANDBOX_PIDS_LIMIT", c.SandboxPidsLimit, int64(128)},
 		{"POOL_SIZE", c.PoolSize, 4},
-		{"POOL_WARMERS", c.PoolWarmers, 2},
+		{"POOL_WARMERS", c.PoolWarmers, min(64, runtime.NumCPU())}, // derived: one per core
 		{"QUEUE_TIMEOUT_SECONDS", c.QueueTimeoutSeconds, 10.0},
 		{"MAX_QUEUE", c.MaxQueue, 32},
 		{"REPL_ENABLED", c.ReplEnabled, true},
@@ -242,6 +243,35 @@ func TestDerivedLimits(t *testing.T) {
 				t.Errorf("got tmp/data/file/raw/state/output %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDerivedWarmers checks POOL_WARMERS: one warm-up per core that SANDBOX_CPUS
+// leaves, at least one; a value set wins.
+func TestDerivedWarmers(t *testing.T) {
+	cores := runtime.NumCPU()
+	tests := []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{}, min(64, cores)},
+		{map[string]string{"SANDBOX_CPUS": "0.5"}, min(64, 2*cores)},
+		{map[string]string{"SANDBOX_CPUS": "64"}, 1},
+		{map[string]string{"POOL_WARMERS": "0", "SANDBOX_CPUS": "2"}, max(1, cores/2)},
+		{map[string]string{"POOL_WARMERS": "5"}, 5},
+	}
+	for _, tt := range tests {
+		cleanEnv(t)
+		for k, v := range tt.env {
+			t.Setenv(k, v)
+		}
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatalf("%v: %v", tt.env, err)
+		}
+		if c.PoolWarmers != tt.want {
+			t.Errorf("%v: got %d warmers on %d cores, want %d", tt.env, c.PoolWarmers, cores, tt.want)
+		}
 	}
 }
 

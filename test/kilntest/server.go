@@ -60,6 +60,16 @@ func Binary() (string, error) {
 	return binary, buildErr
 }
 
+// envValue returns the value of name in env (KEY=value entries), and whether it is there.
+func envValue(env []string, name string) (string, bool) {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 func ignoreNotExist(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -131,6 +141,15 @@ func Start(opts Options) (*Server, error) {
 		delete(defaults, k)
 		env = append(env, kv)
 	}
+	// A kiln given no DATA_DIR gets its own, removed once the process has exited: its
+	// default, ./data, would land in the repository.
+	var ownData string
+	if _, given := envValue(opts.Env, "DATA_DIR"); !given {
+		if ownData, err = os.MkdirTemp("", "kiln-data-"); err != nil {
+			return nil, err
+		}
+		env = append(env, "DATA_DIR="+ownData)
+	}
 	for k, v := range defaults {
 		env = append(env, k+"="+v)
 	}
@@ -138,16 +157,25 @@ func Start(opts Options) (*Server, error) {
 	cmd.Env = env
 	cmd.Dir = Root()
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = cmd.Start()
 	}
-	if err := cmd.Start(); err != nil {
+	if err != nil {
+		if ownData != "" {
+			_ = os.RemoveAll(ownData)
+		}
 		return nil, err
 	}
 	s := &Server{Instance: instance, Key: opts.Key, cmd: cmd, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	addr := make(chan string, 1)
 	go s.readLogs(stderr, addr)
-	go func() { s.exitErr = cmd.Wait(); close(s.exited) }()
+	go func() {
+		s.exitErr = cmd.Wait()
+		if ownData != "" {
+			_ = os.RemoveAll(ownData)
+		}
+		close(s.exited)
+	}()
 
 	select {
 	case a := <-addr:
