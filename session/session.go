@@ -138,13 +138,14 @@ func (s *Service) newSession(ctx context.Context, c Caller, id, entity string) (
 }
 
 // SanitizeName turns a client's file name into a safe one: no directory parts, no
-// control characters, valid UTF-8, at most 255 bytes, never empty, "." or "..".
+// control characters, no bidirectional formatting characters (U+202E would show
+// "\u202egnp.exe" as "exe.png"), valid UTF-8, at most 255 bytes, never empty, "." or "..".
 func SanitizeName(name string) string {
 	name = strings.ToValidUTF8(name, "")
 	name = strings.ReplaceAll(name, "\\", "/")
 	name = path.Base(name)
 	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '/' {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '/' {
 			return -1
 		}
 		return r

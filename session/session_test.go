@@ -22,8 +22,11 @@ func TestSanitizeName(t *testing.T) {
 		{`C:\Users\me\data.xlsx`, "data.xlsx"},
 		{"dir/", "dir"},
 		{"a\x00b\nc\td\x7f.txt", "abcd.txt"},
-		{"\u0085nel.txt", "nel.txt"}, // a C1 control character
-		{"a\xffb.txt", "ab.txt"},     // not UTF-8
+		{"\u0085nel.txt", "nel.txt"},                                         // a C1 control character
+		{"a\xffb.txt", "ab.txt"},                                             // not UTF-8
+		{"\u202egnp.exe", "gnp.exe"},                                         // a right-to-left override would show "exe.png"
+		{"a\u2066b\u2069\u200fc.txt", "abc.txt"},                             // isolates and marks: bidirectional formatting
+		{"\U0001F468\u200D\U0001F469.txt", "\U0001F468\u200D\U0001F469.txt"}, // a zero-width joiner is not one
 		{"  spaced.txt \t", "spaced.txt"},
 		{"...", "..."},
 		{"", "file"},
@@ -65,6 +68,9 @@ func checkSafeName(t *testing.T, name string) {
 	}
 	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		t.Errorf("%q holds a control character", name)
+	}
+	if strings.IndexFunc(name, func(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }) >= 0 {
+		t.Errorf("%q holds a bidirectional formatting character", name)
 	}
 }
 
