@@ -56,7 +56,7 @@ func (m *Main) Addr() string { return m.listener.Addr().String() }
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.cfg
 	limits := m.limits()
-	dc, err := docker.New(m.log, frameLimits(limits))
+	dc, err := docker.New(m.log, frameLimits(limits, cfg.SandboxDataMB<<20))
 	if err != nil {
 		return err
 	}
@@ -349,12 +349,13 @@ func (m *Main) limits() executor.Limits {
 
 // frameLimits bound one response frame. Its header holds two capped outputs and a
 // result, each at most 6 times its cap once JSON-escaped (\u0000 for one byte), and the
-// files' paths; its payloads are the state and the files, raw.
-func frameLimits(l executor.Limits) docker.FrameLimits {
+// files' paths; its payloads are the state and the files, raw. The files come out of
+// /mnt/data, so they are never more than it holds (dataBytes).
+func frameLimits(l executor.Limits, dataBytes int64) docker.FrameLimits {
 	const perPath = 32 << 10 // a path of 4096 bytes, JSON-escaped, and its size
 	return docker.FrameLimits{
 		Header: int(3*6*l.MaxOutputBytes + int64(l.MaxFiles)*perPath + 1<<20),
-		Binary: l.MaxStateBytes + int64(l.MaxFiles)*l.MaxFileBytes,
+		Binary: l.MaxStateBytes + min(int64(l.MaxFiles)*l.MaxFileBytes, dataBytes),
 	}
 }
 
