@@ -27,6 +27,11 @@ redis:
 chromium:
 	@deploy/ensure-chromium.sh
 
+.PHONY: prometheus
+## prometheus: make sure Debian's prometheus and promtool are installed (the rules' unit tests and the Prometheus test use them)
+prometheus:
+	@deploy/ensure-prometheus.sh
+
 ## image: build the sandbox images $(IMAGE) and $(POLYGLOT_IMAGE) (default kiln-polyglot:latest, built on kiln-python:latest) if their inputs changed
 image: docker
 	@images/build.sh python $(IMAGE)
@@ -36,15 +41,16 @@ image: docker
 run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
-## test: everything, against the real Docker daemon and the real image
-test: docker redis chromium image lint test-mcp-deps test-ptc-deps
+## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak and the Prometheus checks included; nothing may be left in TMPDIR), then each fuzz target for FUZZTIME
+test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
-	$(GO) test $(GOTEST_FLAGS) -p 1 ./...
+	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
+	@$(MAKE) --no-print-directory fuzz-short
 
 ## test-runsc: the black-box and fault suites again with every sandbox under gVisor (runsc)
 test-runsc: docker redis image
-	KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/
+	KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/ ./test/abuse/
 
 ## test-mcp-deps: the MCP TypeScript SDK (pinned in test/mcp/node/package-lock.json) for test/mcp, with this machine's npm
 test-mcp-deps: test/mcp/node/node_modules/.installed
@@ -92,3 +98,29 @@ compose-up: build image
 ## compose-down: stop kiln's Compose stack (its volumes are kept)
 compose-down:
 	@deploy/compose.sh down
+
+.PHONY: soak
+## soak: the full soak (test/soak, SOAK=full): 1,000+ mixed requests per store (disk, then Redis) with faults injected, reports in test/results/soak/; it restarts the Docker daemon, so it holds the exclusive lock
+soak: docker redis image
+	SOAK=full flock -x -o /tmp/kiln-dockerd.lock $(GO) test -count=1 -v -timeout 60m -run TestSoak ./test/soak/
+
+.PHONY: fuzz fuzz-short
+# The fuzz targets, as package:Target. go test -fuzz takes one target at a time.
+FUZZ_TARGETS := protocol:FuzzParser protocol:FuzzParserFrames protocol:FuzzDecode docker:FuzzDemux \
+	executor:FuzzCheckState session:FuzzSanitizeName session:FuzzSanitizePath store:FuzzValidIDs api:FuzzUploadName
+FUZZTIME ?= 10s
+FUZZ_LONG ?= 5m
+# Extra go test flags, e.g. -parallel 1 on a shared machine. A new interesting input is
+# minimized for at most 5s, so that a short run fuzzes rather than minimizes.
+FUZZ_FLAGS ?= -fuzzminimizetime 5s
+
+## fuzz-short: every fuzz target for FUZZTIME (10s) each; a failing input is saved under the package's testdata/fuzz
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -timeout 0 $(FUZZ_FLAGS) ./$${t%%:*}; \
+	done
+
+## fuzz: every fuzz target for FUZZ_LONG (5m) each
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-short FUZZTIME=$(FUZZ_LONG)

@@ -50,7 +50,14 @@ if answers; then exit 0; fi
 if [ -d /run/systemd/system ] && systemctl start docker 2>/dev/null && answers; then
   exit 0
 fi
-if ! pgrep -x dockerd >/dev/null 2>&1; then
+# Only the default daemon counts as already starting: another dockerd with a socket and a
+# pid file of its own (-H, --pidfile) does not answer here.
+starting() {
+  local pid
+  pid=$(cat /var/run/docker.pid 2>/dev/null) || return 1
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]
+}
+if ! starting; then
   log "starting dockerd (log: /var/log/kiln-dockerd.log)"
   setsid nohup dockerd >>/var/log/kiln-dockerd.log 2>&1 </dev/null &
 fi
