@@ -254,6 +254,8 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 		MaxFileBytes:   e.limits.MaxFileBytes,
 		MaxFiles:       e.limits.MaxFiles,
 		MaxStateBytes:  e.limits.MaxStateBytes,
+		// What the host would refuse on the way back in is not worth pickling.
+		MaxStateRawBytes: e.limits.MaxStateRaw,
 	}
 	if len(req.Tools) > 0 {
 		if !sb.Ready().Capabilities.Tools {

@@ -357,7 +357,8 @@ func TestRunRequest(t *testing.T) {
 	if len(r.Files) != 1 || r.Files[0].Path != "in.csv" || string(r.Files[0].Content) != "x,y" {
 		t.Errorf("got files %+v, want in.csv", r.Files)
 	}
-	want := protocol.Limits{MaxOutputBytes: lim.MaxOutputBytes, MaxFileBytes: lim.MaxFileBytes, MaxFiles: lim.MaxFiles, MaxStateBytes: lim.MaxStateBytes}
+	want := protocol.Limits{MaxOutputBytes: lim.MaxOutputBytes, MaxFileBytes: lim.MaxFileBytes, MaxFiles: lim.MaxFiles,
+		MaxStateBytes: lim.MaxStateBytes, MaxStateRawBytes: lim.MaxStateRaw}
 	if r.Limits != want {
 		t.Errorf("got limits %+v, want %+v", r.Limits, want)
 	}

@@ -79,6 +79,10 @@ type Limits struct {
 	MaxFileBytes   int64 `json:"max_file_bytes"`
 	MaxFiles       int   `json:"max_files"`
 	MaxStateBytes  int64 `json:"max_state_bytes"`
+	// MaxStateRawBytes bounds the pickle of a captured state, before compression: the
+	// REPL stops pickling past it, so a huge state is a note, not an out-of-memory
+	// death. Zero leaves the REPL's default.
+	MaxStateRawBytes int64 `json:"max_state_raw_bytes,omitempty"`
 	// MaxToolCallBytes bounds the JSON input of one tool call; zero leaves the
 	// REPL's default.
 	MaxToolCallBytes int64 `json:"max_tool_call_bytes,omitempty"`

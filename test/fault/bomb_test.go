@@ -78,17 +78,17 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 		t.Errorf("the session's state is %d bytes after the refused upload, want the %d it had", got, first.body.StateSize)
 	}
 
-	// A state the run builds in its sandbox. 100 MiB of bytes pickles within the
-	// sandbox's memory and comes back over the raw cap: not kept, said in state_error.
-	// 300 MiB does not even pickle in 512 MB: the run ends as oom. Either way the
-	// session keeps the state it had.
+	// A state the run builds in its sandbox. kiln sends its raw cap with the request,
+	// and the REPL stops pickling there: the state is not kept, state_error says so, and
+	// the run is ok. 200 MiB would not fit twice in 512 MB: before the REPL's pickle was
+	// bounded, the same run ended as oom. Either way the session keeps its old state.
 	for _, tt := range []struct {
 		mb         int
 		status     string
 		stateError string
 	}{
-		{100, "ok", "state not kept: state decompresses past the limit of 67108864 bytes"},
-		{300, "oom", ""},
+		{100, "ok", "state dropped: over the limit of 67108864 bytes before compression"},
+		{200, "ok", "state dropped: over the limit of 67108864 bytes before compression"},
 	} {
 		t.Run("a run that builds "+strconv.Itoa(tt.mb)+" MiB of state", func(t *testing.T) {
 			r := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid,

@@ -28,6 +28,7 @@ class Limits:
     max_file_bytes: int = 10 << 20  # size of each input and each returned file
     max_files: int = 50  # number of returned files
     max_state_bytes: int = 64 << 20  # size of the compressed state, given or captured
+    max_state_raw_bytes: int = 256 << 20  # size of a captured state's pickle, before compression
     max_tool_call_bytes: int = 256 << 10  # the JSON input of one tool call
 
 

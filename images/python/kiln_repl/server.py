@@ -191,7 +191,8 @@ class Server:
         return "".join(f"kiln: {problem}\n" for problem in problems)
 
     def take_state(self, result: Result, request: Request, restored: bytes | None) -> None:
-        result.state, notes = capture_state(self.namespace, self.untouched, request.limits.max_state_bytes, restored)
+        result.state, notes = capture_state(self.namespace, self.untouched, request.limits.max_state_bytes, restored,
+                                            request.limits.max_state_raw_bytes)
         result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
         if result.state is UNCHANGED or (result.state is not None and result.state == request.state):
             # The host keeps the blob it sent: a run that only read its names sends none back.

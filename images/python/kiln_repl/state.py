@@ -33,24 +33,58 @@ def restore_state(blob: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
     return names, pickled
 
 
-def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
-                  restored: bytes | None = None) -> tuple[bytes | None, list[str]]:
-    """Returns the state blob (None when there is none, UNCHANGED when it pickles exactly as
-    restored, the pickle of the state the run began with) and notes on what was left out."""
+class TooLarge(Exception):
+    """The pickle grew past its cap."""
+
+
+class BoundedBuffer:
+    """A file for the pickler that refuses to grow past cap bytes, so that a state too large
+    to keep is never held whole."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+
+    def write(self, chunk: bytes | memoryview) -> int:
+        if len(self.data) + len(chunk) > self.cap:
+            raise TooLarge
+        self.data += chunk
+        return len(chunk)
+
+
+def pickle_bounded(value: Any, cap: int) -> bytearray:
+    """The pickle of value, as cloudpickle.dumps makes it; raises TooLarge past cap bytes."""
     import cloudpickle
+
+    out = BoundedBuffer(cap)
+    cloudpickle.CloudPickler(out).dump(value)
+    return out.data
+
+
+def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
+                  restored: bytes | None = None,
+                  max_raw: int = 256 << 20) -> tuple[bytes | None, list[str]]:
+    """Returns the state blob (None when there is none, UNCHANGED when it pickles exactly as
+    restored, the pickle of the state the run began with) and notes on what was left out.
+    max_bytes caps the blob, max_raw the pickle before compression."""
     import lz4.frame
 
     names = {name: value for name, value in namespace.items() if is_kept(name, value, untouched)}
     if not names:
         return None, []  # nothing to keep: no state, and no note (the host reads it so)
     notes = []
+    too_large = f"state dropped: over the limit of {max_raw} bytes before compression"
     try:
-        pickled = cloudpickle.dumps(names)
+        pickled = pickle_bounded(names, max_raw)
+    except TooLarge:
+        return None, [too_large]
     except Exception:
-        left_out = drop_unpicklable(names)
+        left_out = drop_unpicklable(names, max_raw)
         notes.append("not kept (unpicklable): " + ", ".join(left_out))
         try:
-            pickled = cloudpickle.dumps(names)
+            pickled = pickle_bounded(names, max_raw)
+        except TooLarge:
+            return None, notes + [too_large]
         except Exception as exc:
             return None, notes + [f"state could not be saved: {describe_exception(exc)}"]
     if restored is not None and pickled == restored:
@@ -62,14 +96,15 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     return compressed, notes
 
 
-def drop_unpicklable(names: dict[str, Any]) -> list[str]:
-    """Removes the names that do not pickle on their own; returns them as "name (type)"."""
-    import cloudpickle
-
+def drop_unpicklable(names: dict[str, Any], max_raw: int = 256 << 20) -> list[str]:
+    """Removes the names that do not pickle on their own; returns them as "name (type)". A
+    name whose pickle alone is over max_raw stays: the whole state is then too large."""
     left_out = []
     for name, value in list(names.items()):
         try:
-            cloudpickle.dumps(value)
+            pickle_bounded(value, max_raw)
+        except TooLarge:
+            pass
         except Exception:
             left_out.append(f"{name} ({type(value).__name__})")
             del names[name]

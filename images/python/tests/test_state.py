@@ -92,6 +92,17 @@ class StateTest(ReplTestCase):
         self.assertIsNone(response["state"])
         self.assertRegex(response["state_error"], r"^state dropped: \d+ bytes compressed, over the limit of 50000$")
 
+    def test_state_over_the_raw_limit_is_dropped(self) -> None:
+        # Zeros compress to nothing: only the cap on the pickle stops them, before the
+        # sandbox has to hold a second copy.
+        repl = self.start()
+        response = repl.run("big = bytes(3_000_000)\nprint(len(big))", capture_state=True,
+                            limits={"max_state_raw_bytes": 1_000_000})
+        self.assertOk(response)
+        self.assertEqual(response["stdout"], "3000000\n")
+        self.assertIsNone(response["state"])
+        self.assertEqual(response["state_error"], "state dropped: over the limit of 1000000 bytes before compression")
+
     def test_an_empty_namespace_is_no_state_and_no_note(self) -> None:
         repl = self.start(preload=True)
         response = repl.run("import math\nprint(1)", capture_state=True)

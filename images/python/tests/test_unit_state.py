@@ -10,7 +10,7 @@ import cloudpickle
 import lz4.frame
 
 import inprocess  # noqa: F401  (the server's package, by path)
-from kiln_repl.state import UNCHANGED, capture_state, is_kept, restore_state
+from kiln_repl.state import UNCHANGED, TooLarge, capture_state, is_kept, pickle_bounded, restore_state
 
 
 class IsKeptTest(unittest.TestCase):
@@ -59,6 +59,28 @@ class CaptureStateTest(unittest.TestCase):
         self.assertIsNone(blob)
         self.assertEqual(len(notes), 1)
         self.assertRegex(notes[0], r"^state dropped: \d+ bytes compressed, over the limit of 100$")
+
+    def test_over_the_raw_limit_is_dropped_before_it_is_held(self) -> None:
+        big = bytes(200_000)  # compresses to almost nothing: only the raw cap can stop it
+        blob, notes = capture_state({"big": big, "small": 1}, {}, 1 << 20, max_raw=100_000)
+        self.assertIsNone(blob)
+        self.assertEqual(notes, ["state dropped: over the limit of 100000 bytes before compression"])
+        with self.assertRaises(TooLarge):
+            pickle_bounded(big, 100_000)
+
+    def test_unpicklable_names_and_the_raw_limit(self) -> None:
+        # gen comes first, so the first pickle fails on it rather than on the size.
+        blob, notes = capture_state({"gen": (i for i in range(0)), "big": bytes(200_000)}, {}, 1 << 20,
+                                    max_raw=100_000)
+        self.assertIsNone(blob)
+        self.assertEqual(notes, ["not kept (unpicklable): gen (generator)",
+                                 "state dropped: over the limit of 100000 bytes before compression"])
+
+    def test_bounded_pickle_is_cloudpickles(self) -> None:
+        # restored pickles are compared byte for byte with captured ones: both must be
+        # cloudpickle.dumps's bytes exactly.
+        value = {"x": [1.5, "s", b"b" * 100_000], "f": lambda v: v + 1}
+        self.assertEqual(bytes(pickle_bounded(value, 1 << 20)), cloudpickle.dumps(value))
 
     def test_round_trip(self) -> None:
         namespace = {"x": {"a": [1.5, None]}, "f": lambda v: v * 2}
