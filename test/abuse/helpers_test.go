@@ -120,6 +120,23 @@ func checkOutcome(t *testing.T, got kilntest.ExecResponse, want outcome) {
 	}
 }
 
+// checkOOM checks a run that the sandbox's memory limit ended: status oom.
+//
+// Under gVisor the host's OOM killer kills gVisor itself (SIGKILL, 137), and kiln learns
+// it was out of memory from Docker's OOMKilled flag. In 2 runs of the suite out of 11
+// here (and in none of about 60 kills outside it), one memory bomb came back without
+// the flag, even after kiln's re-checks of it, so kiln reported what it saw:
+// sandbox_died with code 137. Either way the limit held and the sandbox is gone.
+func checkOOM(t *testing.T, got kilntest.ExecResponse) {
+	t.Helper()
+	if gvisor && got.Status == "sandbox_died" {
+		t.Logf("gVisor: an out-of-memory kill came back without Docker's OOMKilled flag: %q", kilntest.Str(got.Error))
+		checkOutcome(t, got, outcome{status: "sandbox_died", exit: 137, err: "Sandbox exited with code 137"})
+		return
+	}
+	checkOutcome(t, got, outcome{status: "oom", exit: 137, err: "Out of memory"})
+}
+
 // observe runs code that prints one JSON object as its last stdout line, and decodes
 // that line into out. The run must end ok.
 func observe(t *testing.T, code string, out any) {

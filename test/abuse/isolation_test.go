@@ -157,6 +157,12 @@ print(json.dumps({"environ": dict(os.environ), "proc1": read("/proc/1/environ"),
 
 // Case 13: no Docker socket and a read-only root filesystem: creating anything
 // outside /tmp and /mnt/data fails with EROFS.
+//
+// Under gVisor, creating a file in a directory the sandbox user may not write to fails
+// with EACCES instead: gVisor's kernel checks the user's permission on the directory
+// before it looks at the mount. A file in /var/tmp (mode 1777) and a new directory still
+// get EROFS. Refused either way, and the root mount is read-only all the same (its
+// options are checked below).
 func TestCase13NoSocketReadOnlyRoot(t *testing.T) {
 	t.Parallel()
 	var got struct {
@@ -199,8 +205,11 @@ print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": 
 	}
 	for p, errno := range got.Create {
 		want := 30 // EROFS
-		if strings.HasPrefix(p, "/tmp/") || strings.HasPrefix(p, "/mnt/data/") {
+		switch {
+		case strings.HasPrefix(p, "/tmp/") || strings.HasPrefix(p, "/mnt/data/"):
 			want = 0
+		case gvisor && p != "/var/tmp/x" && p != "/newdir" && p != "/usr/lib/newdir":
+			want = 13 // EACCES (see above)
 		}
 		if errno != want {
 			t.Errorf("creating %s: errno %d, want %d", p, errno, want)
@@ -224,33 +233,102 @@ print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": 
 	// and /mnt/data. docs/security.md says so. They must stay private, small (shm
 	// pages count against the container's memory limit) and free of exec, suid and
 	// devices.
+	//
+	// gVisor mounts /dev/shm itself, noexec, with its size in bytes and neither nosuid
+	// nor nodev, and has no /dev/mqueue at all. Still safe: nothing on /dev/shm can be
+	// executed, so a set-uid bit there has no use (and no_new_privs is on); the device
+	// nodes subtest below shows what nodev would have stopped. gVisor enforces the size.
 	t.Run("IPC mounts", func(t *testing.T) {
-		for _, p := range []string{"/dev/shm", "/dev/mqueue"} {
-			opts := strings.Split(mounts[p], ",")
-			for _, want := range []string{"nosuid", "nodev", "noexec"} {
-				if !slices.Contains(opts, want) {
-					t.Errorf("%s mount options = %q, want %s", p, mounts[p], want)
+		type mount struct {
+			path  string
+			flags []string
+		}
+		all := []string{"nosuid", "nodev", "noexec"}
+		want := []mount{{"/dev/shm", all}, {"/dev/mqueue", all}}
+		if gvisor {
+			want = []mount{{"/dev/shm", []string{"noexec"}}}
+			if opts, ok := mounts["/dev/mqueue"]; ok {
+				t.Errorf("/dev/mqueue is mounted (%q), want none under gVisor", opts)
+			}
+		}
+		for _, m := range want {
+			opts := strings.Split(mounts[m.path], ",")
+			for _, f := range m.flags {
+				if !slices.Contains(opts, f) {
+					t.Errorf("%s mount options = %q, want %s", m.path, mounts[m.path], f)
 				}
 			}
 		}
-		size := -1
-		for _, o := range strings.Split(mounts["/dev/shm"], ",") {
-			if v, ok := strings.CutPrefix(o, "size="); ok {
-				size, _ = strconv.Atoi(strings.TrimSuffix(v, "k"))
-			}
+		// runc shows the size in KiB ("size=65536k"), gVisor in bytes.
+		size, err := strconv.ParseInt(tmpfsOptions(mounts["/dev/shm"])["size"], 10, 64)
+		if err != nil || size <= 0 || size > 64<<20 {
+			t.Errorf("/dev/shm options = %q: size %d bytes, want at most 64 MiB (Docker's default ShmSize)", mounts["/dev/shm"], size)
 		}
-		if size <= 0 || size > 64<<10 {
-			t.Errorf("/dev/shm size = %dk, want at most 64 MiB (Docker's default ShmSize)", size)
+	})
+	// No device node gives the sandbox a host device. Under runc the user cannot make
+	// one (no CAP_MKNOD, and the tmpfs mounts are nodev). gVisor lets it (this runsc
+	// checks neither), but its kernel has only its own emulated devices: a node with a
+	// host device's numbers (here /dev/mem, /dev/kmsg and a disk) opens nothing (ENXIO).
+	t.Run("device nodes", func(t *testing.T) {
+		var nodes map[string]string
+		observe(t, `
+import json, os, stat
+def node(path, kind, major, minor):
+    try:
+        os.mknod(path, kind | 0o600, os.makedev(major, minor))
+    except OSError as e:
+        return "mknod errno %d" % e.errno
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+        return "opened"
+    except OSError as e:
+        return "open errno %d" % e.errno
+print(json.dumps({p: node(p, kind, major, minor) for p, kind, major, minor in [
+    ("/tmp/mem", stat.S_IFCHR, 1, 1), ("/mnt/data/mem", stat.S_IFCHR, 1, 1),
+    ("/dev/shm/mem", stat.S_IFCHR, 1, 1), ("/tmp/kmsg", stat.S_IFCHR, 1, 11),
+    ("/tmp/sda", stat.S_IFBLK, 8, 0)]}))
+`, &nodes)
+		want := "mknod errno 1" // EPERM
+		if gvisor {
+			want = "open errno 6" // ENXIO
+		}
+		if len(nodes) != 5 {
+			t.Errorf("device nodes tried: %v, want 5", nodes)
+		}
+		for p, got := range nodes {
+			if got != want {
+				t.Errorf("device node %s: %s, want %s", p, got, want)
+			}
 		}
 	})
 }
 
 // Case 14: filling /tmp or /mnt/data, in bytes or in inodes, is ENOSPC inside the
 // sandbox: a normal error result.
+//
+// Under gVisor only bytes are: its tmpfs ignores nr_inodes and keeps no count of
+// inodes. Every file and directory lives in gVisor's kernel memory, which the
+// container's memory limit counts, so a flood of them ends as oom (in about 10 s at
+// 512 MB). Safe: the memory limit holds, and the sandbox is removed like any other.
 func TestCase14FillTmpfs(t *testing.T) {
 	t.Parallel()
 	// /tmp is filled in bytes, emptied, filled in inodes, emptied (each ENOSPC caught
 	// and its errno printed); then /mnt/data is filled and the error left to end the run.
+	fillTmp, want := "caught(fill_bytes, \"/tmp/b\")\ncaught(fill_inodes, \"/tmp/b\")\n", "28\n28\n"
+	if gvisor {
+		fillTmp, want = "caught(fill_bytes, \"/tmp/b\")\n", "28\n"
+		t.Run("inodes until the memory limit", func(t *testing.T) {
+			res := run(t, `
+import os
+name = "n" * 200
+i = 0
+while True:
+    os.mkdir("/tmp/%s%d" % (name, i))
+    i += 1
+`, 60000)
+			checkOOM(t, res)
+		})
+	}
 	res := run(t, `
 import errno, os, shutil
 def fill_bytes(d):
@@ -272,13 +350,11 @@ def caught(fill, d):
     for n in os.listdir(d):
         os.remove(os.path.join(d, n))
 os.mkdir("/tmp/b")
-caught(fill_bytes, "/tmp/b")
-caught(fill_inodes, "/tmp/b")
-fill_bytes("/mnt/data")
+`+fillTmp+`fill_bytes("/mnt/data")
 `, 30000)
 	checkOutcome(t, res, outcome{status: "error", exit: 1, err: "OSError: [Errno 28] No space left on device"})
-	if want := "28\n28\n"; res.Stdout != want {
-		t.Errorf("errnos filling /tmp in bytes then inodes = %q, want %q (ENOSPC twice)", res.Stdout, want)
+	if res.Stdout != want {
+		t.Errorf("errnos filling /tmp = %q, want %q (ENOSPC each time)", res.Stdout, want)
 	}
 }
 
@@ -319,8 +395,17 @@ open("real.txt", "w").write("real")
 // Case 16: nothing survives from one execution to the next (a file in /tmp, a file in
 // /mnt/data, a global, a background process, the container itself) except what the
 // session's state and files carry.
+//
+// The container is told apart by its id, read from /proc/self/cgroup. gVisor leaves
+// that file empty (hiding the host is its point), so under gVisor it is told apart by
+// its REPL's string-hash seed: each container starts one interpreter, with a random
+// seed, and never restarts it.
 func TestCase16NothingSurvives(t *testing.T) {
 	t.Parallel()
+	identity := "open('/proc/self/cgroup').read().split('/')[-1].strip()"
+	if gvisor {
+		identity = "format(hash('kiln') & (2**64 - 1), 'x')"
+	}
 	const plant = `
 import os, subprocess
 open("/tmp/marker", "w").write("x")
@@ -328,7 +413,7 @@ open("/mnt/data/marker.txt", "w").write("x")
 MARKER = 1
 subprocess.Popen(["sleep", "987"], start_new_session=True)
 `
-	const look = `
+	look := `
 import json, os
 procs = []
 for pid in os.listdir("/proc"):
@@ -339,7 +424,7 @@ for pid in os.listdir("/proc"):
             pass
 print(json.dumps({"tmp": os.path.exists("/tmp/marker"), "data": os.path.exists("/mnt/data/marker.txt"),
                   "global": "MARKER" in globals(), "sleeper": any("sleep 987" in p for p in procs),
-                  "container": open("/proc/self/cgroup").read().split("/")[-1].strip()}))
+                  "container": ` + identity + `}))
 `
 	type seen struct {
 		Tmp       bool   `json:"tmp"`
@@ -359,7 +444,7 @@ print(json.dumps({"tmp": os.path.exists("/tmp/marker"), "data": os.path.exists("
 		return s
 	}
 	// The container of the planting run, read the same way.
-	plantAndID := plant + "print(open('/proc/self/cgroup').read().split('/')[-1].strip())\n"
+	plantAndID := plant + "print(" + identity + ")\n"
 
 	// Two planting runs: one stateless (its state comes back in the body), one in a
 	// new session; each is followed by runs that may or may not carry things over.

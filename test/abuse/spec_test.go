@@ -130,12 +130,12 @@ func TestContainerSpec(t *testing.T) {
 		}
 		runtime = strings.TrimSpace(out)
 	}
-	checkSpec(t, c, srv.Instance, runtime)
+	checkSpec(t, c, srv.Instance, runtime, limits)
 }
 
 // checkSpec checks c against security.md; runtime is the one configured (or the
-// daemon's default when none is).
-func checkSpec(t *testing.T, c inspected, instance, runtime string) {
+// daemon's default when none is), lim the limits kiln was given.
+func checkSpec(t *testing.T, c inspected, instance, runtime string, lim sandboxLimits) {
 	t.Helper()
 	cfg, host := c.Config, c.HostConfig
 	eq := func(field string, got, want any) {
@@ -257,11 +257,11 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string) {
 	})
 
 	t.Run("Resources", func(t *testing.T) {
-		eq("Memory", host.Memory, int64(memoryMB)<<20)
+		eq("Memory", host.Memory, int64(lim.memoryMB)<<20)
 		eq("MemorySwap", host.MemorySwap, host.Memory)
 		eq("NanoCpus", host.NanoCpus, int64(1e9))
-		if host.PidsLimit == nil || *host.PidsLimit != pidsLimit {
-			t.Errorf("PidsLimit = %v, want %d", host.PidsLimit, pidsLimit)
+		if host.PidsLimit == nil || *host.PidsLimit != int64(lim.pidsLimit) {
+			t.Errorf("PidsLimit = %v, want %d", host.PidsLimit, lim.pidsLimit)
 		}
 		ulimits := map[string][2]int64{}
 		for _, u := range host.Ulimits {
@@ -284,41 +284,80 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string) {
 }
 
 // TestSandboxProcessView checks the same walls from inside: the REPL's user, its
-// capabilities, no_new_privs and Docker's default seccomp filter.
+// capabilities, no_new_privs and Docker's default seccomp filter, and that it runs on
+// the host's kernel.
+//
+// Under gVisor the REPL runs on gVisor's kernel (its release is not the host's), which
+// shows less: its /proc/self/status has no CapAmb and no NoNewPrivs line (prctl still
+// reports no_new_privs on), and there is no seccomp filter. runsc does not install the
+// container's seccomp profile (Docker's default) inside the sandbox: the code's system
+// calls go to gVisor's kernel, which implements them itself, and gVisor runs on the
+// host under a seccomp filter of its own. Safe: the filter guards the host's kernel,
+// which the code cannot reach. The other fields are as under runc.
 func TestSandboxProcessView(t *testing.T) {
 	t.Parallel()
 	var got map[string]string
 	observe(t, `
-import json
+import ctypes, json, os
 want = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
 status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
-print(json.dumps({k: " ".join(status[k].split()) for k in want}))
+out = {k: " ".join(status[k].split()) for k in want if k in status}
+libc = ctypes.CDLL(None, use_errno=True)
+out["prctl NO_NEW_PRIVS"] = str(libc.prctl(39, 0, 0, 0, 0))  # PR_GET_NO_NEW_PRIVS
+out["prctl SECCOMP"] = str(libc.prctl(21, 0, 0, 0, 0))  # PR_GET_SECCOMP
+out["kernel"] = os.uname().release
+print(json.dumps(out))
 `, &got)
+	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKernel := strings.TrimSpace(string(release))
 	want := map[string]string{
 		"Uid": "10001 10001 10001 10001", "Gid": "10001 10001 10001 10001", "Groups": "10001",
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
 		"NoNewPrivs": "1", "Seccomp": "2", // 2: a seccomp filter is on
+		"prctl NO_NEW_PRIVS": "1", "prctl SECCOMP": "2",
+		"kernel": hostKernel,
+	}
+	if gvisor {
+		delete(want, "CapAmb")
+		delete(want, "NoNewPrivs")
+		delete(want, "kernel")
+		want["Seccomp"], want["prctl SECCOMP"] = "0", "0"
 	}
 	for k, w := range want {
 		if got[k] != w {
-			t.Errorf("/proc/self/status %s = %q, want %q", k, got[k], w)
+			t.Errorf("%s = %q, want %q", k, got[k], w)
+		}
+	}
+	if gvisor {
+		if got["kernel"] == "" || got["kernel"] == hostKernel {
+			t.Errorf("kernel release = %q, want gVisor's, not the host's %q", got["kernel"], hostKernel)
+		}
+		for _, k := range []string{"CapAmb", "NoNewPrivs"} {
+			if v, ok := got[k]; ok {
+				t.Errorf("/proc/self/status shows %s = %q; gVisor's has no such line: is this gVisor?", k, v)
+			}
 		}
 	}
 }
 
-// TestContainerSpecGVisor starts a second kiln with SANDBOX_RUNTIME=runsc and checks
-// that its sandboxes run under gVisor with the same spec and still no network.
+// TestContainerSpecGVisor starts a second kiln with SANDBOX_RUNTIME=runsc (and the
+// limits the suite gives gVisor) and checks that its sandboxes run under gVisor with
+// the same spec and still no network.
 func TestContainerSpecGVisor(t *testing.T) {
 	t.Parallel()
+	lim := limitsFor("runsc")
 	runtimes, err := kilntest.Docker("info", "--format", "{{json .Runtimes}}")
 	if err != nil || !strings.Contains(runtimes, `"runsc"`) {
 		t.Skipf("the Docker daemon has no runsc runtime registered (deploy/ensure-docker.sh registers it): %s", runtimes)
 	}
 	g, err := kilntest.Start(kilntest.Options{Key: keyA, Env: []string{
 		"API_KEYS=" + keyA, "POOL_SIZE=1", "POOL_WARMERS=1", "SANDBOX_RUNTIME=runsc",
-		fmt.Sprint("SANDBOX_MEMORY_MB=", memoryMB), fmt.Sprint("SANDBOX_TMP_MB=", tmpMB),
-		fmt.Sprint("SANDBOX_DATA_MB=", dataMB), fmt.Sprint("SANDBOX_PIDS_LIMIT=", pidsLimit),
+		fmt.Sprint("SANDBOX_MEMORY_MB=", lim.memoryMB), fmt.Sprint("SANDBOX_TMP_MB=", tmpMB),
+		fmt.Sprint("SANDBOX_DATA_MB=", dataMB), fmt.Sprint("SANDBOX_PIDS_LIMIT=", lim.pidsLimit),
 		"DATA_DIR=" + t.TempDir(), "LOG_LEVEL=info",
 	}})
 	if err != nil {
@@ -336,7 +375,7 @@ func TestContainerSpecGVisor(t *testing.T) {
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("no container for the gVisor kiln: %v", err)
 	}
-	checkSpec(t, inspect(t, ids[0]), g.Instance, "runsc")
+	checkSpec(t, inspect(t, ids[0]), g.Instance, "runsc", lim)
 
 	var res kilntest.ExecResponse
 	resp, err := g.PostJSON("/exec", map[string]any{"state": nil, "code": `
