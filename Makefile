@@ -41,16 +41,17 @@ image: docker
 run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
-## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak and the Prometheus checks included; nothing may be left in TMPDIR), then each fuzz target for FUZZTIME
+## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak and the Prometheus checks included; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc)
 test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
 	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
 	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory test-runsc
 
-## test-runsc: the black-box and fault suites again with every sandbox under gVisor (runsc)
+## test-runsc: the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
 test-runsc: docker redis image
-	KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/ ./test/abuse/
+	test/leftovers.sh env KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/integration/ ./test/fault/ ./test/abuse/
 
 ## test-mcp-deps: the MCP TypeScript SDK (pinned in test/mcp/node/package-lock.json) for test/mcp, with this machine's npm
 test-mcp-deps: test/mcp/node/node_modules/.installed
