@@ -218,15 +218,16 @@ func TestDiskPathTraversal(t *testing.T) {
 	}
 }
 
-// A state blob that no longer matches its SHA-256 (damaged under kiln, not by a
-// write of kiln's, which are atomic) is an error, never bytes to restore.
+// A state blob that no longer has its size (cut short under kiln, not by a write of
+// kiln's, which are atomic) is an error, never bytes to restore. Its hash is not
+// computed again on a read: what kiln stored after checking it is trusted.
 func TestDiskStateDamaged(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		damage func(b []byte) []byte
 	}{
 		{"cut short", func(b []byte) []byte { return b[:len(b)-3] }},
-		{"a byte changed", func(b []byte) []byte { b[0] ^= 1; return b }},
+		{"grown", func(b []byte) []byte { return append(b, 0) }},
 		{"empty", func([]byte) []byte { return nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
