@@ -59,7 +59,10 @@ starting() {
 }
 if ! starting; then
   log "starting dockerd (log: /var/log/kiln-dockerd.log)"
-  setsid nohup dockerd >>/var/log/kiln-dockerd.log 2>&1 </dev/null &
+  # The daemon outlives whatever started it (a test restarting it, for one): it gets
+  # none of that caller's temporary directory, which goes away with the caller (runsc
+  # then fails to start any sandbox), nor its working directory.
+  (cd / && env -u TMPDIR setsid nohup dockerd >>/var/log/kiln-dockerd.log 2>&1 </dev/null &)
 fi
 for _ in $(seq 1 60); do
   if answers; then log "dockerd is up"; exit 0; fi

@@ -337,7 +337,7 @@ func fmtMS(ms float64) string {
 // summaries are the floor's latency rows that were measured.
 func (f *Floor) summaries() []Summary {
 	var out []Summary
-	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing} {
+	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing, f.BareState, f.BareStateChanged} {
 		if s.Name != "" {
 			out = append(out, s)
 		}
