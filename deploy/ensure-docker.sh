@@ -62,7 +62,9 @@ if ! starting; then
   # The daemon outlives whatever started it (a test restarting it, for one): it gets
   # none of that caller's temporary directory, which goes away with the caller (runsc
   # then fails to start any sandbox), nor its working directory.
-  (cd / && env -u TMPDIR setsid nohup dockerd >>/var/log/kiln-dockerd.log 2>&1 </dev/null &)
+  # The redirections are the subshell's, so that nothing of it holds the caller's output
+  # (a test reading this script's output would wait for the daemon to exit).
+  (cd / && exec env -u TMPDIR setsid nohup dockerd) </dev/null >>/var/log/kiln-dockerd.log 2>&1 &
 fi
 for _ in $(seq 1 60); do
   if answers; then log "dockerd is up"; exit 0; fi
