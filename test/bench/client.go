@@ -185,19 +185,32 @@ func (c *client) poolGauges(ctx context.Context) (map[string]float64, error) {
 
 // cpuTicks returns the process's utime+stime in clock ticks (USER_HZ, 100 on Linux).
 func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	_, f, err := procStat(pid)
 	if err != nil {
 		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat")
 	}
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + st, nil
+}
+
+// procStat reads /proc/PID/stat: the command name, and the fields after it (the name is
+// in parentheses and may hold spaces); at least the 15 that hold the CPU times.
+func procStat(pid int) (comm string, fields []string, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", nil, err
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+2 > len(s) {
+		return "", nil, fmt.Errorf("pid %d: malformed stat", pid)
+	}
+	fields = strings.Fields(s[end+2:])
+	if len(fields) < 15 {
+		return "", nil, fmt.Errorf("pid %d: short stat", pid)
+	}
+	return s[open+1 : end], fields, nil
 }
 
 const userHZ = 100

@@ -61,15 +61,7 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 		log.Printf("bare attach: removing leftovers: %v", err)
 	}
 	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), execs+pings, 2)
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, s := range boxes {
-			if s != nil {
-				err = errors.Join(err, s.Remove(rctx))
-			}
-		}
-	}()
+	defer func() { err = errors.Join(err, removeAll(boxes)) }()
 	if startErr != nil {
 		return execRow, pingRow, startErr
 	}
@@ -93,6 +85,19 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 	execRow = summarize("floor: bare attach, first print(1)", took[0], fails[0], note)
 	pingRow = summarize("floor: bare attach, first ping", took[1], fails[1], note)
 	return execRow, pingRow, nil
+}
+
+// removeAll removes the sandboxes that started (the nils did not), whatever happened.
+func removeAll(boxes []*docker.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	for _, s := range boxes {
+		if s != nil {
+			err = errors.Join(err, s.Remove(ctx))
+		}
+	}
+	return err
 }
 
 // startSandboxes starts n sandboxes of spec, `parallel` at a time. It returns those that
@@ -190,15 +195,7 @@ func bareState(ctx context.Context, image string, n int) (same, changed Summary,
 	}
 	defer dc.Close()
 	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), 2*n+1, 2)
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, s := range boxes {
-			if s != nil {
-				err = errors.Join(err, s.Remove(rctx))
-			}
-		}
-	}()
+	defer func() { err = errors.Join(err, removeAll(boxes)) }()
 	if startErr != nil {
 		return same, changed, startErr
 	}

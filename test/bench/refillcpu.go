@@ -296,18 +296,9 @@ func (m *daemonMeter) sample(first bool) {
 // procCPU returns a process's command name and the CPU-seconds it and the children it
 // reaped used (utime, stime, cutime, cstime).
 func procCPU(pid int) (string, float64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	comm, f, err := procStat(pid)
 	if err != nil {
 		return "", 0, err
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open || end+2 > len(s) {
-		return "", 0, fmt.Errorf("pid %d: malformed stat", pid)
-	}
-	f := strings.Fields(s[end+2:])
-	if len(f) < 15 {
-		return "", 0, fmt.Errorf("pid %d: short stat", pid)
 	}
 	var ticks int64
 	for _, x := range f[11:15] {
@@ -317,7 +308,7 @@ func procCPU(pid int) (string, float64, error) {
 		}
 		ticks += n
 	}
-	return s[open+1 : end], float64(ticks) / userHZ, nil
+	return comm, float64(ticks) / userHZ, nil
 }
 
 // refillCPUText is the report's section on CPU per ready sandbox, as text or markdown.

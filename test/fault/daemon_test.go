@@ -3,10 +3,6 @@ package fault
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,8 +11,6 @@ import (
 
 	"github.com/kilnsh/kiln/test/kilntest"
 )
-
-const dockerPIDFile = "/var/run/docker.pid"
 
 // The Docker daemon restarts under load (case 23): no call hangs (each answers 200 or
 // 503 within its bound), readiness goes 503 and comes back to 200 without help,
@@ -98,7 +92,7 @@ func TestDockerDaemonRestart(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM dockerd: %v", err)
 	}
-	kilntest.WaitFor(t, 90*time.Second, "dockerd to exit", func() bool { return !alive(pid) })
+	kilntest.WaitFor(t, 90*time.Second, "dockerd to exit", func() bool { return !kilntest.Alive(pid) })
 	t.Logf("dockerd exited after %s", time.Since(stopped).Round(time.Millisecond))
 	kilntest.WaitFor(t, 15*time.Second, "/health/ready to answer 503", func() bool { return readyStatus(s) == http.StatusServiceUnavailable })
 	time.Sleep(2 * time.Second) // calls meet a daemon that is away
@@ -127,45 +121,18 @@ func TestDockerDaemonRestart(t *testing.T) {
 // daemonPID returns the pid of the running dockerd, from its pid file.
 func daemonPID(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(dockerPIDFile)
+	pid, err := kilntest.DockerdPID()
 	if err != nil {
-		t.Fatalf("read %s: %v (this test needs the dockerd started by deploy/ensure-docker.sh)", dockerPIDFile, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || !alive(pid) {
-		t.Fatalf("%s names %q, which is not a running process", dockerPIDFile, b)
-	}
-	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if strings.TrimSpace(string(comm)) != "dockerd" {
-		t.Fatalf("pid %d from %s is %q, not dockerd", pid, dockerPIDFile, comm)
+		t.Fatal(err)
 	}
 	return pid
-}
-
-// alive reports whether pid is a process that has not exited (a zombie has).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may hold spaces.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
-	}
-	return true
 }
 
 // ensureDocker starts the daemon again with the project's script unless it answers.
 func ensureDocker(t *testing.T) {
 	t.Helper()
-	if out, err := kilntest.Docker("info", "--format", "{{.ServerVersion}}"); err == nil && strings.TrimSpace(out) != "" {
-		return
-	}
-	cmd := exec.Command(filepath.Join(kilntest.Root(), "deploy", "ensure-docker.sh"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("deploy/ensure-docker.sh: %v\n%s", err, out)
+	if err := kilntest.EnsureDocker(); err != nil {
+		t.Fatal(err)
 	}
 }
 

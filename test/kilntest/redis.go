@@ -37,7 +37,7 @@ func StartRedis(t testing.TB) string {
 			cmd.Wait()
 		}()
 		addr := net.JoinHostPort("127.0.0.1", port)
-		if lastErr = waitPing(addr, exited); lastErr == nil {
+		if lastErr = WaitRedis(addr, exited, 10*time.Second); lastErr == nil {
 			t.Cleanup(func() {
 				cmd.Process.Kill()
 				<-exited
@@ -64,9 +64,11 @@ func FreePort(t testing.TB) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// waitPing waits until the server at addr answers PING, or the process exits.
-func waitPing(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(10 * time.Second)
+// WaitRedis waits until the server at addr answers PING with PONG (not LOADING, as
+// while it replays its log after a restart), until its process exits (exited is
+// closed), or for at most within.
+func WaitRedis(addr string, exited <-chan struct{}, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,19 +218,13 @@ func (s *soak) killKiln(f *faultRecord) (func() []string, error) {
 	}, nil
 }
 
-const dockerPIDFile = "/var/run/docker.pid"
-
 // restartDaemon stops the dockerd of /var/run/docker.pid with SIGTERM while a run of
 // its own is going (its sandbox dies with the daemon: it must answer sandbox_died),
 // leaves it away for two seconds, and starts it again with deploy/ensure-docker.sh.
 func (s *soak) restartDaemon(f *faultRecord) error {
-	b, err := os.ReadFile(dockerPIDFile)
+	pid, err := kilntest.DockerdPID()
 	if err != nil {
-		return fmt.Errorf("read %s: %v (the soak needs the dockerd started by deploy/ensure-docker.sh)", dockerPIDFile, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
-		return fmt.Errorf("%s names %q, which is not a running dockerd", dockerPIDFile, b)
+		return err
 	}
 	v, err := s.startVictim()
 	if err != nil {
@@ -242,7 +234,7 @@ func (s *soak) restartDaemon(f *faultRecord) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("SIGTERM dockerd: %w", err)
 	}
-	for alive(pid) {
+	for kilntest.Alive(pid) {
 		if time.Since(f.Start) > 2*time.Minute {
 			return fmt.Errorf("dockerd %d still runs 2m after SIGTERM", pid)
 		}
@@ -251,25 +243,12 @@ func (s *soak) restartDaemon(f *faultRecord) error {
 	stopped := time.Since(f.Start)
 	f.Problems = append(f.Problems, v.check(classDied)...)
 	time.Sleep(2 * time.Second) // calls meet a daemon that is away
-	if err := ensureDocker(); err != nil {
+	if err := kilntest.EnsureDocker(); err != nil {
 		return err
 	}
 	f.Back = time.Now()
 	f.Detail = fmt.Sprintf("dockerd %d took %s to stop", pid, stopped.Round(100*time.Millisecond))
 	return nil
-}
-
-// alive reports whether pid is a process that has not exited (a zombie has).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	st := string(b)
-	if i := strings.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
-		return st[i+2] != 'Z' && st[i+2] != 'X'
-	}
-	return true
 }
 
 // closeInherited marks every descriptor this process inherited, beyond stdin, stdout
@@ -285,18 +264,6 @@ func closeInherited() error {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			syscall.CloseOnExec(fd)
 		}
-	}
-	return nil
-}
-
-// ensureDocker starts the daemon with the project's script unless it answers.
-func ensureDocker() error {
-	if out, err := kilntest.Docker("info", "--format", "{{.ServerVersion}}"); err == nil && strings.TrimSpace(out) != "" {
-		return nil
-	}
-	out, err := exec.Command(filepath.Join(kilntest.Root(), "deploy", "ensure-docker.sh")).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("deploy/ensure-docker.sh: %v\n%s", err, out)
 	}
 	return nil
 }

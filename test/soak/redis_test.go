@@ -1,13 +1,11 @@
 package soak
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,20 +54,11 @@ func (r *redisServer) start() error {
 		_ = cmd.Wait()
 		close(exited)
 	}(r.cmd, r.exited)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-r.exited:
-			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
-			return fmt.Errorf("redis-server exited at start; log:\n%s", log)
-		default:
-		}
-		if pong(r.addr()) {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := kilntest.WaitRedis(r.addr(), r.exited, 30*time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		return fmt.Errorf("%w; log:\n%s", err, log)
 	}
-	return fmt.Errorf("redis-server on %s did not answer PING within 30s", r.addr())
+	return nil
 }
 
 // kill stops the server with SIGKILL and waits for it to go.
@@ -79,20 +68,4 @@ func (r *redisServer) kill() {
 	}
 	_ = r.cmd.Process.Kill()
 	<-r.exited
-}
-
-// pong reports whether the server at addr answers PING. Right after a restart Redis
-// may answer LOADING while it replays its log: that is not a PONG.
-func pong(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && strings.TrimSpace(line) == "+PONG"
 }

@@ -267,7 +267,7 @@ func (s *soak) verifyAll() *recorder {
 // cleanup leaves nothing behind when the run stopped early: the daemon up, no kiln,
 // no container of the instance.
 func (s *soak) cleanup() {
-	if err := ensureDocker(); err != nil {
+	if err := kilntest.EnsureDocker(); err != nil {
 		s.t.Errorf("the Docker daemon is not back: %v", err)
 	}
 	if srv := s.server(); srv != nil {
