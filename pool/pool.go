@@ -33,6 +33,13 @@ type Config struct {
 	MaxQueue      int           // checkouts waiting at once, at most
 	WarmupTimeout time.Duration // longest one sandbox may take to become ready
 	RemoveTimeout time.Duration // longest one removal may take
+	// RefillDelay holds back the replacement of a sandbox taken from the ready set
+	// while its run is young: the replacement starts when the run releases it or
+	// RefillDelay after the checkout, whichever comes first, and at once while a
+	// checkout waits. A warm-up started beside a short run takes the cores it
+	// needs (on 2 cores, a stateless print(1) took 1.3 ms longer); 0 starts every
+	// replacement at checkout.
+	RefillDelay time.Duration
 	// BackoffMin and BackoffMax bound the pause between warm-ups after failures.
 	BackoffMin, BackoffMax time.Duration
 }
@@ -59,13 +66,15 @@ type Pool[S Sandbox] struct {
 	wake   chan struct{}
 	wg     sync.WaitGroup // the refill loop and warm-ups, which only start while it runs
 
-	mu       sync.Mutex
-	ready    []entry[S] // oldest first
-	waiters  []chan S   // FIFO of checkouts waiting for a sandbox
-	warming  int
-	out      map[string]struct{} // ids of the sandboxes checked out
-	failures int                 // consecutive warm-up failures
-	retryAt  time.Time           // no warm-up before this, after failures
+	mu      sync.Mutex
+	ready   []entry[S] // oldest first
+	waiters []chan S   // FIFO of checkouts waiting for a sandbox
+	warming int
+	// out holds the sandboxes checked out, by id, with the time before which their
+	// replacement is held back (zero when it is not: see Config.RefillDelay).
+	out      map[string]time.Time
+	failures int       // consecutive warm-up failures
+	retryAt  time.Time // no warm-up before this, after failures
 	closed   bool
 	// removals counts removals under way; idle is signalled when it drops to zero.
 	// Not a WaitGroup: a release may start a removal while Close is already waiting.
@@ -110,7 +119,7 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 	p := &Pool[S]{
 		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		out: map[string]struct{}{},
+		out: map[string]time.Time{},
 	}
 	p.idle.L = &p.mu
 	p.wg.Add(1)
@@ -191,7 +200,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 func (p *Pool[S]) handOverLocked(sb S) {
 	w := p.waiters[0]
 	p.waiters = p.waiters[1:]
-	p.out[sb.ID()] = struct{}{}
+	p.out[sb.ID()] = time.Time{} // demand outruns the pool: no holding back
 	w <- sb
 }
 
@@ -206,7 +215,11 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 			p.removeLocked(e.sb)
 			continue
 		}
-		p.out[e.sb.ID()] = struct{}{}
+		var hold time.Time
+		if p.cfg.RefillDelay > 0 {
+			hold = p.now().Add(p.cfg.RefillDelay)
+		}
+		p.out[e.sb.ID()] = hold
 		return e.sb, true
 	}
 	var zero S

@@ -527,3 +527,65 @@ func TestHolds(t *testing.T) {
 		t.Errorf("an unknown id is held")
 	}
 }
+
+// TestRefillDelay checks when the replacement of a checked-out sandbox starts: not
+// while its run is young, at once when the run releases it, when the delay runs out
+// for a run that is still going, and at once whenever a checkout waits.
+func TestRefillDelay(t *testing.T) {
+	starts := func(f *fakeFactory) int {
+		_, n, _, _ := f.snapshot()
+		return n
+	}
+	t.Run("release", func(t *testing.T) {
+		f := &fakeFactory{}
+		cfg := testConfig(2)
+		cfg.RefillDelay = time.Hour
+		p := newTestPool(t, cfg, f, nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		sb := checkout(t, p)
+		time.Sleep(50 * time.Millisecond) // time to start a replacement, if it were going to
+		if got := starts(f); got != 2 {
+			t.Fatalf("got %d warm-ups while the run is young, want 2 (no replacement yet)", got)
+		}
+		p.Release(sb)
+		waitFor(t, "the replacement after release", func() bool { return starts(f) == 3 })
+		waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
+	})
+	t.Run("expiry", func(t *testing.T) {
+		f := &fakeFactory{}
+		cfg := testConfig(2)
+		cfg.RefillDelay = 100 * time.Millisecond
+		p := newTestPool(t, cfg, f, nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		taken := time.Now()
+		sb := checkout(t, p)
+		defer p.Release(sb)
+		waitFor(t, "the replacement of a run still going", func() bool { return starts(f) == 3 })
+		if took := time.Since(taken); took < cfg.RefillDelay {
+			t.Errorf("replacement started %v after the checkout, want at least %v", took, cfg.RefillDelay)
+		}
+	})
+	t.Run("waiter", func(t *testing.T) {
+		// Two runs going, both replacements held; a third checkout waits, and the
+		// pool warms for it and for the two held ones at once.
+		f := &fakeFactory{}
+		cfg := testConfig(2)
+		cfg.RefillDelay = time.Hour
+		p := newTestPool(t, cfg, f, nil)
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		a, b := checkout(t, p), checkout(t, p)
+		defer p.Release(a)
+		defer p.Release(b)
+		done := make(chan result, 1)
+		go func() {
+			sb, err := p.Checkout(context.Background())
+			done <- result{sb, err}
+		}()
+		r := receive(t, done)
+		if r.err != nil {
+			t.Fatalf("waiting Checkout: got %v, want a sandbox", r.err)
+		}
+		defer p.Release(r.sb)
+		waitFor(t, "the held replacements to start with the waiter's", func() bool { return starts(f) == 4 })
+	})
+}

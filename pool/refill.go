@@ -21,11 +21,13 @@ func (p *Pool[S]) refillLoop() {
 		if wait := p.retryAt.Sub(p.now()); wait > 0 {
 			pause = wait
 		} else {
-			for p.warming < p.cfg.Warmers && len(p.ready)+p.warming < p.cfg.Size+len(p.waiters) && !p.closed {
+			held, next := p.heldLocked()
+			for p.warming < p.cfg.Warmers && len(p.ready)+p.warming+held < p.cfg.Size+len(p.waiters) && !p.closed {
 				p.warming++
 				p.wg.Add(1)
 				go p.warmOne()
 			}
+			pause = next
 		}
 		p.mu.Unlock()
 
@@ -52,6 +54,25 @@ func (p *Pool[S]) sleep(pause time.Duration, tick <-chan time.Time) bool {
 	case <-retry:
 	}
 	return true
+}
+
+// heldLocked counts the checked-out sandboxes whose replacement is still held back
+// (Config.RefillDelay), and returns how long until the first hold ends. Nothing is
+// held while a checkout waits.
+func (p *Pool[S]) heldLocked() (held int, next time.Duration) {
+	if len(p.waiters) > 0 {
+		return 0, 0
+	}
+	now := p.now()
+	for _, until := range p.out {
+		if wait := until.Sub(now); wait > 0 {
+			held++
+			if next == 0 || wait < next {
+				next = wait
+			}
+		}
+	}
+	return held, next
 }
 
 // sweepDeadLocked drops ready sandboxes whose process has died.

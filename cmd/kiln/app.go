@@ -278,6 +278,7 @@ func (m *Main) newPools(dc *docker.Client, specs []PoolSpec, met *metrics.Metric
 		p := pool.New(pool.Config{
 			Size:          ps.Size,
 			Warmers:       cfg.PoolWarmers,
+			RefillDelay:   time.Duration(cfg.RefillDelayMS) * time.Millisecond,
 			QueueTimeout:  time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
 			MaxQueue:      cfg.MaxQueue,
 			WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,

@@ -41,6 +41,7 @@ type Config struct {
 	// By default the python pool runs SANDBOX_IMAGE and pool X runs kiln-X:latest.
 	SandboxImages       string  `envconfig:"SANDBOX_IMAGES"`
 	PoolWarmers         int     `envconfig:"POOL_WARMERS" default:"0"`
+	RefillDelayMS       int     `envconfig:"POOL_REFILL_DELAY_MS" default:"100"`
 	QueueTimeoutSeconds float64 `envconfig:"QUEUE_TIMEOUT_SECONDS" default:"10"`
 	MaxQueue            int     `envconfig:"MAX_QUEUE" default:"32"`
 	ReplEnabled         bool    `envconfig:"REPL_ENABLED" default:"true"`
@@ -164,6 +165,7 @@ func (c Config) Validate() error {
 	}
 	check(c.PoolSize >= 1 && c.PoolSize <= 256, "POOL_SIZE must be between 1 and 256, got %d", c.PoolSize)
 	check(c.PoolWarmers >= 1 && c.PoolWarmers <= 64, "POOL_WARMERS must be between 1 and 64, got %d", c.PoolWarmers)
+	check(c.RefillDelayMS >= 0 && c.RefillDelayMS <= 60000, "POOL_REFILL_DELAY_MS must be between 0 and 60000, got %d", c.RefillDelayMS)
 	check(c.QueueTimeoutSeconds > 0 && c.QueueTimeoutSeconds <= 600, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got %g", c.QueueTimeoutSeconds)
 	check(c.MaxQueue >= 0, "MAX_QUEUE must not be negative, got %d", c.MaxQueue)
 	check(c.WarmupTimeoutSecs >= 1, "REPL_WARMUP_TIMEOUT_SECONDS must be at least 1, got %d", c.WarmupTimeoutSecs)

@@ -52,6 +52,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"SANDBOX_PIDS_LIMIT", c.SandboxPidsLimit, int64(128)},
 		{"POOL_SIZE", c.PoolSize, 4},
 		{"POOL_WARMERS", c.PoolWarmers, min(64, runtime.NumCPU())}, // derived: one per core
+		{"POOL_REFILL_DELAY_MS", c.RefillDelayMS, 100},
 		{"QUEUE_TIMEOUT_SECONDS", c.QueueTimeoutSeconds, 10.0},
 		{"MAX_QUEUE", c.MaxQueue, 32},
 		{"REPL_ENABLED", c.ReplEnabled, true},
@@ -148,6 +149,8 @@ func TestConfigValidate(t *testing.T) {
 		{"pool size 257", func(c *Config) { c.PoolSize = 257 }, "POOL_SIZE must be between 1 and 256, got 257"},
 		{"pool size 256", func(c *Config) { c.PoolSize = 256 }, ""},
 		{"warmers 0", func(c *Config) { c.PoolWarmers = 0 }, "POOL_WARMERS must be between 1 and 64, got 0"},
+		{"refill delay 0", func(c *Config) { c.RefillDelayMS = 0 }, ""},
+		{"refill delay negative", func(c *Config) { c.RefillDelayMS = -1 }, "POOL_REFILL_DELAY_MS must be between 0 and 60000, got -1"},
 		{"queue timeout 0", func(c *Config) { c.QueueTimeoutSeconds = 0 }, "QUEUE_TIMEOUT_SECONDS must be above 0"},
 		{"queue timeout 601", func(c *Config) { c.QueueTimeoutSeconds = 601 }, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got 601"},
 		{"queue timeout 0.5", func(c *Config) { c.QueueTimeoutSeconds = 0.5 }, ""},
