@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
 
 all: build
 
@@ -88,6 +88,11 @@ $(STATICCHECK):
 ## bench: the performance benchmarks (writes test/results/bench/)
 bench: docker image build
 	$(GO) run ./test/bench
+
+## bench-before: this tree against an older build, side by side (BEFORE=commit; writes test/results/bench-before/)
+BEFORE ?= 8ccef92
+bench-before: docker image
+	test/bench/before.sh $(BEFORE)
 
 clean:
 	rm -rf bin test/results

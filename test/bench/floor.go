@@ -26,10 +26,15 @@ type Floor struct {
 	// BareState and BareStateChanged are a session call's exchange with no kiln: the
 	// first request to a fresh REPL carries 10 MB of state, which the REPL restores,
 	// runs in and captures (unchanged: nothing comes back; changed: all of it does).
-	BareState        Summary    `json:"bare_attach_first_exec_10mb_state"`
-	BareStateChanged Summary    `json:"bare_attach_first_exec_10mb_state_changed"`
-	Bytes            []BytesRow `json:"bytes"`
-	Note             string     `json:"note,omitempty"`
+	BareState        Summary `json:"bare_attach_first_exec_10mb_state"`
+	BareStateChanged Summary `json:"bare_attach_first_exec_10mb_state_changed"`
+	// BareFileIn and BareFileOut are the file rows' exchanges with no kiln, and
+	// DiskWrite what storing a 20 MB file durably costs on the disk under DATA_DIR.
+	BareFileIn  Summary    `json:"bare_attach_first_exec_20mb_input_file"`
+	BareFileOut Summary    `json:"bare_attach_first_exec_20mb_output_file"`
+	DiskWrite   Summary    `json:"disk_20mb_synced_write"`
+	Bytes       []BytesRow `json:"bytes"`
+	Note        string     `json:"note,omitempty"`
 }
 
 // floorInstance labels the sandboxes the floor phase starts, so that a run that dies
@@ -167,6 +172,11 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 	log.Printf("floor: a 10 MB state over a bare attach")
 	f.BareState, f.BareStateChanged, err = bareState(ctx, b.image, b.counts.floorStates)
 	note("bare attach with state", err)
+	log.Printf("floor: 20 MB files over a bare attach, and on disk")
+	f.BareFileIn, f.BareFileOut, err = bareFiles(ctx, b.image, b.counts.floorFiles)
+	note("bare attach with files", err)
+	f.DiskWrite, err = diskWrite(b.tmp, fileSize, b.counts.floorFiles)
+	note("disk", err)
 	log.Printf("floor: bytes through a bare attach")
 	sizes := []int{1 << 20, 10 << 20, fileSize, 100 << 20}
 	if b.skip100 {

@@ -210,4 +210,25 @@ func TestBreakdown(t *testing.T) {
 	if got := breakdown(r); len(got) != 1 {
 		t.Errorf("without the bare state row: got %+v, want the stateless part only", got)
 	}
+
+	// The file rows: the input file's bare run less its 20 MB in, the output file's
+	// less its 20 MB out and, for the disk store's synced write, kiln's own less it.
+	r.Floor.BareFileIn = Summary{N: 4, P50: 70}
+	r.Floor.BareFileOut = Summary{N: 4, P50: 110}
+	r.Floor.DiskWrite = Summary{N: 4, P50: 50}
+	r.Latency = append(r.Latency, Summary{Name: "in", N: 5, P50: 100}, Summary{Name: "out", N: 5, P50: 200})
+	r.transfers = []transfer{{name: "in", bytes: fileSize, in: true}, {name: "out", bytes: fileSize, out: true}}
+	got = breakdown(r)
+	want = []Part{
+		{Case: "in", KilnMS: 100, TransportMS: 30, REPLMS: 40, OwnMS: 30},
+		{Case: "out", KilnMS: 200, TransportMS: 60, REPLMS: 50, DiskMS: 50, OwnMS: 40},
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %+v, want the stateless part and two file parts", got)
+	}
+	for i, w := range want {
+		if g := got[i+1]; g.Case != w.Case || g.KilnMS != w.KilnMS || g.TransportMS != w.TransportMS || g.REPLMS != w.REPLMS || g.DiskMS != w.DiskMS || g.OwnMS != w.OwnMS {
+			t.Errorf("file part %d: got %+v, want %+v", i, g, w)
+		}
+	}
 }

@@ -33,6 +33,9 @@ func main() {
 		overSec = flag.Int("overload-seconds", 30, "length of the sustained-overload phases")
 		skip100 = flag.Bool("skip-100mb", false, "skip the 100 MB rows: the kiln with raised limits and the 100 MB floor")
 		onlyF   = flag.Bool("floor-only", false, "measure only the floor (bare attach, pipes, bytes), with no kiln")
+		before  = flag.String("before", "", "an older kiln binary: measure it against this tree's kiln, side by side (with -before-image), then the floor")
+		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
+		abCalls = flag.Int("before-calls", 10, "calls per row and build in the -before comparison")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -54,6 +57,15 @@ func main() {
 	switch {
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
+		b.floorPhase(ctx, res)
+	case *before != "":
+		if *beforeI == "" {
+			log.Fatalf("bench: -before needs -before-image")
+		}
+		if *quick {
+			*abCalls = min(*abCalls, 2)
+		}
+		err = b.runAB(ctx, res, *before, *beforeI, *abCalls)
 		b.floorPhase(ctx, res)
 	case *url != "":
 		err = b.runRemote(ctx, newClient(*url, *key, *pid), res)
@@ -95,17 +107,17 @@ type counts struct {
 	// The floor: first print(1) and first ping, each to a fresh REPL (over a bare
 	// attach, and over pipes inside a container); first runs carrying 10 MB of state
 	// over a bare attach (of each kind); repetitions of each bytes size.
-	floorExecs, floorPings, floorStates, bytesReps int
+	floorExecs, floorPings, floorStates, floorFiles, bytesReps int
 }
 
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
-		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, bytesReps: 3, stream: 8}
+		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
-		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, bytesReps: 1, stream: 2}
+		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2}
 }
 
 type bench struct {

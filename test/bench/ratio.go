@@ -123,19 +123,21 @@ func floorNet(rows []BytesRow, n int64, in bool) (float64, bool) {
 
 // Part splits one kiln row's median into where its time goes, from the floor of the
 // same run: moving the bytes (bare attach), the REPL's own work on the exchange (the
-// bare attach's round trip with the same request, less the bytes), and kiln (the rest:
-// HTTP, session, store, pool and executor).
+// bare attach's round trip with the same request, less the bytes), the synced write
+// that keeps an output file on the disk store, and kiln (the rest: HTTP, session,
+// store, pool and executor).
 type Part struct {
 	Case        string  `json:"case"`
 	KilnMS      float64 `json:"kiln_p50_ms"`
 	TransportMS float64 `json:"transport_ms"`
 	REPLMS      float64 `json:"repl_ms"`
+	DiskMS      float64 `json:"disk_ms,omitempty"`
 	OwnMS       float64 `json:"kiln_own_ms"`
 	Basis       string  `json:"basis"`
 }
 
-// breakdown splits stateless print(1) and the 10 MB session rows, whose bare attach
-// counterparts the floor measures.
+// breakdown splits stateless print(1), the 10 MB session rows and the file rows, whose
+// bare attach counterparts the floor measures.
 func breakdown(r *Results) []Part {
 	f := r.Floor
 	if f == nil || f.BareExec.N == 0 {
@@ -146,18 +148,35 @@ func breakdown(r *Results) []Part {
 		out = append(out, Part{Case: statelessRow, KilnMS: s.P50, REPLMS: round(f.BareExec.P50, 2),
 			OwnMS: round(s.P50-f.BareExec.P50, 2), Basis: "REPL: bare attach first print(1), its transport included"})
 	}
-	in, ok := floorNet(f.Bytes, bareStateSize, true)
-	if f.BareState.N == 0 || !ok {
-		return out
+	if in, ok := floorNet(f.Bytes, bareStateSize, true); ok && f.BareState.N > 0 {
+		for _, name := range []string{"session with 10 MB state, c=1", "read-only print(len(blob)), 10 MB state"} {
+			if s := r.summary(name); s.N > 0 {
+				out = append(out, Part{Case: name, KilnMS: s.P50, TransportMS: round(in, 2),
+					REPLMS: round(f.BareState.P50-in, 2), OwnMS: round(s.P50-f.BareState.P50, 2),
+					Basis: "transport: 10 MB in; REPL: bare attach first run with the same state, less the transport"})
+			}
+		}
 	}
-	for _, name := range []string{"session with 10 MB state, c=1", "read-only print(len(blob)), 10 MB state"} {
-		s := r.summary(name)
-		if s.N == 0 {
+	for _, t := range r.transfers {
+		bare := f.BareFileIn
+		if t.out {
+			bare = f.BareFileOut
+		}
+		s := r.summary(t.name)
+		moved, ok := transferFloor(f.Bytes, int64(t.bytes), t.in, t.out)
+		if s.N == 0 || bare.N == 0 || !ok || t.bytes != fileSize || t.in == t.out {
 			continue
 		}
-		out = append(out, Part{Case: name, KilnMS: s.P50, TransportMS: round(in, 2),
-			REPLMS: round(f.BareState.P50-in, 2), OwnMS: round(s.P50-f.BareState.P50, 2),
-			Basis: "transport: 10 MB in; REPL: bare attach first run with the same state, less the transport"})
+		p := Part{Case: t.name, KilnMS: s.P50, TransportMS: round(moved, 2), REPLMS: round(bare.P50-moved, 2),
+			Basis: "transport: 20 MB " + ways(t.in, t.out) + "; REPL: bare attach first run with the same file and code, less the transport"}
+		own := s.P50 - bare.P50
+		if t.out && f.DiskWrite.N > 0 {
+			p.DiskMS = round(f.DiskWrite.P50, 2)
+			own -= f.DiskWrite.P50
+			p.Basis += "; disk: a 20 MB write, synced and renamed, as the disk store keeps a file"
+		}
+		p.OwnMS = round(own, 2)
+		out = append(out, p)
 	}
 	return out
 }

@@ -34,6 +34,7 @@ type Results struct {
 	Ratios     []Ratio      `json:"ratios,omitempty"`
 	Breakdown  []Part       `json:"breakdown,omitempty"`
 	RefillCPU  []RefillCPU  `json:"refill_cpu,omitempty"`
+	AB         *AB          `json:"before_after,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
 }
@@ -149,12 +150,13 @@ func table(r *Results) string {
 		}
 	}
 	if len(r.Breakdown) > 0 {
-		fmt.Fprintf(&b, "\n%-44s %9s %9s %9s %9s  %s\n", "where the time goes (p50)", "kiln ms", "bytes ms", "REPL ms", "kiln's ms", "basis")
+		fmt.Fprintf(&b, "\n%-44s %9s %9s %9s %9s %9s  %s\n", "where the time goes (p50)", "kiln ms", "bytes ms", "REPL ms", "disk ms", "kiln's ms", "basis")
 		for _, x := range r.Breakdown {
-			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
+			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, x.Basis)
 		}
 	}
 	b.WriteString(refillCPUText(r, false))
+	b.WriteString(abText(r, false))
 	if wire := r.wireRows(); len(wire) > 0 {
 		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
 		for _, s := range wire {
@@ -221,12 +223,13 @@ func markdown(r *Results) string {
 		}
 	}
 	if len(r.Breakdown) > 0 {
-		b.WriteString("\n| where the time goes (p50) | kiln ms | moving the bytes ms | REPL ms | kiln's own ms | basis |\n|---|---:|---:|---:|---:|---|\n")
+		b.WriteString("\n| where the time goes (p50) | kiln ms | moving the bytes ms | REPL ms | synced disk write ms | kiln's own ms | basis |\n|---|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Breakdown {
-			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.OwnMS, x.Basis)
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, x.Basis)
 		}
 	}
 	b.WriteString(refillCPUText(r, true))
+	b.WriteString(abText(r, true))
 	if wire := r.wireRows(); len(wire) > 0 {
 		b.WriteString("\n| bytes kiln exchanged with the sandbox | in per call | out per call |\n|---|---:|---:|\n")
 		for _, s := range wire {
@@ -337,7 +340,7 @@ func fmtMS(ms float64) string {
 // summaries are the floor's latency rows that were measured.
 func (f *Floor) summaries() []Summary {
 	var out []Summary
-	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing, f.BareState, f.BareStateChanged} {
+	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing, f.BareState, f.BareStateChanged, f.BareFileIn, f.BareFileOut, f.DiskWrite} {
 		if s.Name != "" {
 			out = append(out, s)
 		}

@@ -56,3 +56,23 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 		t.Errorf("a case without samples was drawn")
 	}
 }
+
+func TestABText(t *testing.T) {
+	r := &Results{AB: &AB{Before: "old", After: "new", Calls: 2, Rows: []ABRow{{
+		Case:   "stateless print(1)",
+		Before: Summary{N: 2, P50: 4, P90: 5},
+		After:  Summary{N: 2, P50: 2, P90: 3, Fails: 1},
+		Ratio:  0.5,
+	}}}}
+	for _, md := range []bool{false, true} {
+		got := abText(r, md)
+		for _, want := range []string{"before: old", "after: new", "stateless print(1)", "0.50", "0, 1"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("md=%v: %q lacks %q", md, got, want)
+			}
+		}
+	}
+	if got := abText(&Results{}, true); got != "" {
+		t.Errorf("without a comparison: got %q, want nothing", got)
+	}
+}

@@ -82,21 +82,20 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 	inName := fmt.Sprintf("input file %s placed, read back", human(fileSize))
 	data := make([]byte, fileSize)
 	_, _ = rand.Read(data)
-	sid, fid, took, err := k.upload(ctx, "in.bin", data)
+	sid, fid, took, err := k.upload(ctx, inFileName, data)
 	if err != nil {
 		res.Latency = append(res.Latency, summarize(inName, nil, 1, "upload failed: "+err.Error()))
 	} else {
 		res.Latency = append(res.Latency, summarize(fmt.Sprintf("upload %s (POST /upload)", human(fileSize)), []time.Duration{took}, 0, "multipart, disk store"))
-		body := map[string]any{"code": "print(len(open('in.bin', 'rb').read()))", "state": nil, "capture_state": false,
-			"files": []map[string]string{{"id": fid, "session_id": sid, "name": "in.bin"}}}
+		body := map[string]any{"code": inFileCode, "state": nil, "capture_state": false,
+			"files": []map[string]string{{"id": fid, "session_id": sid, "name": inFileName}}}
 		res.Latency = append(res.Latency, measuredRow(ctx, k, inName, body, strconv.Itoa(fileSize), n,
 			"stateless; an uploaded file of random bytes named in files, read back by the code"))
 		res.transfers = append(res.transfers, transfer{name: inName, bytes: fileSize, in: true})
 	}
 
 	outName := fmt.Sprintf("output file %s returned", human(fileSize))
-	code := fmt.Sprintf("with open('out.bin', 'wb') as f:\n    f.write(bytes(%d))\nprint('written')", fileSize)
-	body := map[string]any{"code": code, "state": nil, "capture_state": false}
+	body := map[string]any{"code": outFileCode(fileSize), "state": nil, "capture_state": false}
 	w := k.wireMeter(ctx)
 	var execs, downloads []time.Duration
 	fails, dlFails := 0, 0

@@ -109,13 +109,18 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// NoWait returns once the server listens, without waiting for readiness.
 	NoWait bool
+	// Binary runs this kiln executable instead of one built from the tree (the
+	// benchmark's before/after runs an older build beside the current one).
+	Binary string
 }
 
 // Start runs a kiln process and waits until it is ready.
 func Start(opts Options) (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
+	bin, err := opts.Binary, error(nil)
+	if bin == "" {
+		if bin, err = Binary(); err != nil {
+			return nil, err
+		}
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	// TMPDIR too: whatever kiln leaves in it is the test run's to clean (test/leftovers.sh).
