@@ -24,6 +24,18 @@ type client struct {
 	polls atomic.Int64 // /metrics polls so far, whose CPU cpuMeter takes out
 	// pollCPU is kiln's CPU per /metrics poll in ms, measured with the pool idle.
 	pollCPU float64
+
+	mu     sync.Mutex
+	execMS []float64 // timing.exec_ms of the answers since the last drainExec
+}
+
+// drainExec returns the timing.exec_ms of the answers since the last call.
+func (c *client) drainExec() []float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.execMS
+	c.execMS = nil
+	return out
 }
 
 func newClient(url, key string, pid int) *client {
@@ -83,6 +95,9 @@ func (c *client) exec(ctx context.Context, body map[string]any) (*execResult, er
 		if err := json.Unmarshal(raw, out); err != nil {
 			return nil, fmt.Errorf("decode answer: %w", err)
 		}
+		c.mu.Lock()
+		c.execMS = append(c.execMS, out.Timing.ExecMS)
+		c.mu.Unlock()
 	}
 	return out, nil
 }

@@ -216,7 +216,7 @@ func TestBreakdown(t *testing.T) {
 	r.Floor.BareFileIn = Summary{N: 4, P50: 70}
 	r.Floor.BareFileOut = Summary{N: 4, P50: 110}
 	r.Floor.DiskWrite = Summary{N: 4, P50: 50}
-	r.Latency = append(r.Latency, Summary{Name: "in", N: 5, P50: 100}, Summary{Name: "out", N: 5, P50: 200})
+	r.Latency = append(r.Latency, Summary{Name: "in", N: 5, P50: 100, ExecP50: 80}, Summary{Name: "out", N: 5, P50: 200})
 	r.transfers = []transfer{{name: "in", bytes: fileSize, in: true}, {name: "out", bytes: fileSize, out: true}}
 	got = breakdown(r)
 	want = []Part{
@@ -225,6 +225,12 @@ func TestBreakdown(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Fatalf("got %+v, want the stateless part and two file parts", got)
+	}
+	if x := got[1].InExchangeMS; x == nil || *x != 10 {
+		t.Errorf("input file: got kiln's own in the exchange %v, want 80 - 70 = 10", x)
+	}
+	if got[2].InExchangeMS != nil {
+		t.Errorf("output file: got kiln's own in the exchange %v with no exec_ms recorded, want none", *got[2].InExchangeMS)
 	}
 	for i, w := range want {
 		if g := got[i+1]; g.Case != w.Case || g.KilnMS != w.KilnMS || g.TransportMS != w.TransportMS || g.REPLMS != w.REPLMS || g.DiskMS != w.DiskMS || g.OwnMS != w.OwnMS {

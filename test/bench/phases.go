@@ -92,12 +92,15 @@ func latencyPhase(ctx context.Context, k *client, counts map[int]int, res *Resul
 			{"warm print(1), stateless, c=1", "each once the pool is full and idle", quiet},
 			{"warm print(1), stateless, c=1, burst", "each as soon as one sandbox is ready, while the pool refills", burst},
 		} {
+			k.drainExec()
 			took, fails, err := waves(ctx, k, 1, n, barePrintBody, "1", v.p)
 			note := fmt.Sprintf("%d calls, %s; body state:null, capture_state:false (no store write)", n, v.note)
 			if err != nil {
 				note += "; stopped: " + err.Error()
 			}
-			res.Latency = append(res.Latency, summarize(v.name, took, fails, note))
+			s := summarize(v.name, took, fails, note)
+			s.ExecP50 = medianMS(k.drainExec())
+			res.Latency = append(res.Latency, s)
 		}
 	}
 }

@@ -132,6 +132,10 @@ type Part struct {
 	TransportMS float64 `json:"transport_ms"`
 	REPLMS      float64 `json:"repl_ms"`
 	DiskMS      float64 `json:"disk_ms,omitempty"`
+	// InExchangeMS is the part of kiln's own inside the exchange (kiln's exec_ms less
+	// the bare attach's round trip); the rest of kiln's own is around it (HTTP,
+	// session and store).
+	InExchangeMS *float64 `json:"kiln_own_in_exchange_ms,omitempty"`
 	OwnMS       float64 `json:"kiln_own_ms"`
 	Basis       string  `json:"basis"`
 }
@@ -146,13 +150,14 @@ func breakdown(r *Results) []Part {
 	var out []Part
 	if s := r.summary(statelessRow); s.N > 0 {
 		out = append(out, Part{Case: statelessRow, KilnMS: s.P50, REPLMS: round(f.BareExec.P50, 2),
-			OwnMS: round(s.P50-f.BareExec.P50, 2), Basis: "REPL: bare attach first print(1), its transport included"})
+			OwnMS: round(s.P50-f.BareExec.P50, 2), InExchangeMS: inExchange(s, f.BareExec),
+			Basis: "REPL: bare attach first print(1), its transport included"})
 	}
 	if in, ok := floorNet(f.Bytes, bareStateSize, true); ok && f.BareState.N > 0 {
 		for _, name := range []string{"session with 10 MB state, c=1", "read-only print(len(blob)), 10 MB state"} {
 			if s := r.summary(name); s.N > 0 {
 				out = append(out, Part{Case: name, KilnMS: s.P50, TransportMS: round(in, 2),
-					REPLMS: round(f.BareState.P50-in, 2), OwnMS: round(s.P50-f.BareState.P50, 2),
+					REPLMS: round(f.BareState.P50-in, 2), OwnMS: round(s.P50-f.BareState.P50, 2), InExchangeMS: inExchange(s, f.BareState),
 					Basis: "transport: 10 MB in; REPL: bare attach first run with the same state, less the transport"})
 			}
 		}
@@ -167,7 +172,7 @@ func breakdown(r *Results) []Part {
 		if s.N == 0 || bare.N == 0 || !ok || t.bytes != fileSize || t.in == t.out {
 			continue
 		}
-		p := Part{Case: t.name, KilnMS: s.P50, TransportMS: round(moved, 2), REPLMS: round(bare.P50-moved, 2),
+		p := Part{Case: t.name, KilnMS: s.P50, TransportMS: round(moved, 2), REPLMS: round(bare.P50-moved, 2), InExchangeMS: inExchange(s, bare),
 			Basis: "transport: 20 MB " + ways(t.in, t.out) + "; REPL: bare attach first run with the same file and code, less the transport"}
 		own := s.P50 - bare.P50
 		if t.out && f.DiskWrite.N > 0 {
@@ -179,4 +184,14 @@ func breakdown(r *Results) []Part {
 		out = append(out, p)
 	}
 	return out
+}
+
+// inExchange is kiln's exec_ms less the bare attach's round trip with the same
+// request, when kiln's row recorded it.
+func inExchange(s, bare Summary) *float64 {
+	if s.ExecP50 == 0 {
+		return nil
+	}
+	v := round(s.ExecP50-bare.P50, 2)
+	return &v
 }

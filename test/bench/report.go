@@ -150,9 +150,9 @@ func table(r *Results) string {
 		}
 	}
 	if len(r.Breakdown) > 0 {
-		fmt.Fprintf(&b, "\n%-44s %9s %9s %9s %9s %9s  %s\n", "where the time goes (p50)", "kiln ms", "bytes ms", "REPL ms", "disk ms", "kiln's ms", "basis")
+		fmt.Fprintf(&b, "\n%-44s %9s %9s %9s %9s %9s %12s  %s\n", "where the time goes (p50)", "kiln ms", "bytes ms", "REPL ms", "disk ms", "kiln's ms", "in exchange", "basis")
 		for _, x := range r.Breakdown {
-			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, x.Basis)
+			fmt.Fprintf(&b, "%-44s %9.1f %9.1f %9.1f %9.1f %9.1f %12s  %s\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, optMS(x.InExchangeMS), x.Basis)
 		}
 	}
 	b.WriteString(refillCPUText(r, false))
@@ -223,9 +223,9 @@ func markdown(r *Results) string {
 		}
 	}
 	if len(r.Breakdown) > 0 {
-		b.WriteString("\n| where the time goes (p50) | kiln ms | moving the bytes ms | REPL ms | synced disk write ms | kiln's own ms | basis |\n|---|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("\n| where the time goes (p50) | kiln ms | moving the bytes ms | REPL ms | synced disk write ms | kiln's own ms | of which in the exchange | basis |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Breakdown {
-			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, x.Basis)
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", x.Case, x.KilnMS, x.TransportMS, x.REPLMS, x.DiskMS, x.OwnMS, optMS(x.InExchangeMS), x.Basis)
 		}
 	}
 	b.WriteString(refillCPUText(r, true))
@@ -372,4 +372,12 @@ func movedText(x Ratio) string {
 		return "-"
 	}
 	return strconv.FormatFloat(x.MovedRatio, 'f', 2, 64)
+}
+
+// optMS prints an optional figure in ms, "-" when absent.
+func optMS(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
 }

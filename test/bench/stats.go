@@ -20,6 +20,20 @@ type Summary struct {
 	// got back (kiln_sandbox_wire_bytes_total); nil when kiln does not count them.
 	WireIn  *int64 `json:"wire_in_bytes_per_call,omitempty"`
 	WireOut *int64 `json:"wire_out_bytes_per_call,omitempty"`
+	// ExecP50 is the median of kiln's own timing.exec_ms over the same calls: the
+	// exchange with the sandbox, from the request's first byte out to the answer's last
+	// in (0 when not recorded).
+	ExecP50 float64 `json:"exec_p50_ms,omitempty"`
+}
+
+// medianMS of values in ms (nearest rank), 0 for none.
+func medianMS(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	return round(rank(v, 50), 2)
 }
 
 // summarize computes nearest-rank percentiles of d.

@@ -63,11 +63,13 @@ func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results
 // protocol bytes per call kiln's counter saw cross the sandbox's attach.
 func measuredRow(ctx context.Context, k *client, name string, body map[string]any, want string, n int, note string) Summary {
 	w := k.wireMeter(ctx)
+	k.drainExec()
 	took, fails, err := waves(ctx, k, 1, n, body, want, quiet)
 	if err != nil {
 		note += "; stopped: " + err.Error()
 	}
 	s := summarize(name, took, fails, note)
+	s.ExecP50 = medianMS(k.drainExec())
 	s.WireIn, s.WireOut = w.perCall(ctx, k, len(took)+fails)
 	return s
 }
@@ -98,6 +100,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 	body := map[string]any{"code": outFileCode(fileSize), "state": nil, "capture_state": false}
 	w := k.wireMeter(ctx)
 	var execs, downloads []time.Duration
+	var execMS []float64
 	fails, dlFails := 0, 0
 	note := "stateless; the code writes the file in /mnt/data, kiln returns and stores it"
 	for range n {
@@ -118,6 +121,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 			continue
 		}
 		execs = append(execs, r.Took)
+		execMS = append(execMS, r.Timing.ExecMS)
 		fsid := r.Files[0].SessionID
 		if fsid == "" {
 			fsid = r.SessionID
@@ -134,6 +138,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 		downloads = append(downloads, d)
 	}
 	s := summarize(outName, execs, fails, note)
+	s.ExecP50 = medianMS(execMS)
 	s.WireIn, s.WireOut = w.perCall(ctx, k, len(execs)+fails)
 	res.Latency = append(res.Latency, s,
 		summarize(fmt.Sprintf("download %s output (GET /download)", human(fileSize)), downloads, dlFails, "after each call above"))
