@@ -136,8 +136,8 @@ type Part struct {
 	// the bare attach's round trip); the rest of kiln's own is around it (HTTP,
 	// session and store).
 	InExchangeMS *float64 `json:"kiln_own_in_exchange_ms,omitempty"`
-	OwnMS       float64 `json:"kiln_own_ms"`
-	Basis       string  `json:"basis"`
+	OwnMS        float64  `json:"kiln_own_ms"`
+	Basis        string   `json:"basis"`
 }
 
 // breakdown splits stateless print(1), the 10 MB session rows and the file rows, whose
