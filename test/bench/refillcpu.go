@@ -179,15 +179,22 @@ func openContainerCPU() (containerCPU, error) {
 	return containerCPU{}, errors.New("no docker parent cgroup with CPU accounting (the cgroupfs driver's /docker)")
 }
 
-// count returns how many containers the parent cgroup holds now.
+// count returns how many containers the parent cgroup holds now: its child cgroups
+// with a process in them. A daemon restart can leave empty ones behind (the soak's left
+// 209), which hold nothing and use no CPU.
 func (c containerCPU) count() int {
-	entries, err := os.ReadDir(filepath.Dir(c.path))
+	dir := filepath.Dir(c.path)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, e := range entries {
-		if e.IsDir() {
+		if !e.IsDir() {
+			continue
+		}
+		procs, err := os.ReadFile(filepath.Join(dir, e.Name(), "cgroup.procs"))
+		if err == nil && len(bytes.TrimSpace(procs)) > 0 {
 			n++
 		}
 	}
