@@ -137,16 +137,33 @@ func TestTimeout(t *testing.T) {
 // The timeout covers the compile: a timeout shorter than rustc's compile ends the run
 // before the program exists.
 func TestTimeoutCoversCompile(t *testing.T) {
-	rs := languages[indexOf(t, "rs")]
-	r, took := execute(t, map[string]any{"lang": "rs", "code": rs.hello, "timeout": 200})
+	r, took := execute(t, map[string]any{"lang": "rs", "code": slowToCompile, "timeout": 200})
 	if r.Status != "timeout" || r.Stdout != "" {
-		t.Fatalf("%s\nwant status timeout with no output: rustc takes longer than 200 ms", describe(r))
+		t.Fatalf("%s\nwant status timeout with no output: rustc takes seconds over this program", describe(r))
 	}
 	waited := time.Duration(r.Timing.QueueMS * float64(time.Millisecond))
 	if answered := took - waited; answered > 4*time.Second {
 		t.Errorf("answered %s after the sandbox was taken, want within 4 s", answered.Round(time.Millisecond))
 	}
 }
+
+// slowToCompile is a Rust program whose compilation takes seconds on any machine: rustc
+// evaluates the constant, about 150,000 iterations a second here (a hello world compiled
+// and ran within 200 ms once no warm-up shared the cores with it).
+const slowToCompile = `#![allow(long_running_const_eval)]
+const SPIN: u64 = {
+    let mut i = 0u64;
+    let mut s = 0u64;
+    while i < 1_000_000 {
+        s = s.wrapping_mul(31).wrapping_add(i);
+        i += 1;
+    }
+    s
+};
+fn main() {
+    println!("{}", SPIN);
+}
+`
 
 // truncatedMarker is the last line kiln puts in a stream it cut.
 var truncatedMarker = regexp.MustCompile(`\[kiln: output truncated, (\d+) bytes dropped\]\n$`)
