@@ -53,6 +53,10 @@ var DefaultEnv = []string{
 // modules to pre-import (docs/protocol.md); unset means all of them.
 const PreloadVar = "KILN_PRELOAD"
 
+// WarmHeapVar is the sandbox environment variable that tells the REPL how many MB to
+// touch while it warms up, so that the request's big buffers find their pages.
+const WarmHeapVar = "KILN_WARM_HEAP_MB"
+
 // configs builds the Engine API configuration of a sandbox, as security.md lays out.
 func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) {
 	env := s.Env

@@ -313,7 +313,7 @@ func (m *Main) spec() docker.Spec {
 		TmpMB:     c.SandboxTmpMB,
 		DataMB:    c.SandboxDataMB,
 		NoFile:    1024,
-		Env:       sandboxEnv(c.PreloadModules),
+		Env:       sandboxEnv(c.PreloadModules, c.SandboxWarmHeapMB),
 	}
 	if !c.ReplEnabled {
 		spec.Entrypoint = []string{"sleep", "infinity"}

@@ -32,6 +32,10 @@ type Config struct {
 	// derive fills them in, Validate checks them against it.
 	SandboxTmpMB  int64 `envconfig:"SANDBOX_TMP_MB"`
 	SandboxDataMB int64 `envconfig:"SANDBOX_DATA_MB"`
+	// SandboxWarmHeapMB is the memory each REPL touches while it warms up, for the
+	// request's big buffers (images/python/kiln_repl/heap.py). Unset (-1) follows
+	// SANDBOX_MEMORY_MB; 0 turns it off.
+	SandboxWarmHeapMB int64 `envconfig:"SANDBOX_WARM_HEAP_MB" default:"-1"`
 
 	PoolSize int `envconfig:"POOL_SIZE" default:"4"`
 	// Pools names the pools, one per sandbox image, with their sizes:
@@ -139,6 +143,9 @@ func (c *Config) derive() {
 	orDerived(&c.StateMaxRawMB, mem/8)
 	orDerived(&c.StateMaxSizeMB, min(64, c.StateMaxRawMB))
 	orDerived(&c.MaxOutputKB, min(1024, mem*8))
+	if c.SandboxWarmHeapMB < 0 {
+		c.SandboxWarmHeapMB = min(64, mem/16)
+	}
 	// A warm-up is CPU-bound (the pre-imports) and may use SANDBOX_CPUS: as many at once
 	// as the cores carry refill fastest; more only share the same cores.
 	if c.PoolWarmers == 0 {
@@ -223,6 +230,9 @@ func (c Config) checkMemory(check func(ok bool, format string, args ...any)) {
 	check(c.StateMaxRawMB*4 <= mem,
 		"STATE_MAX_RAW_MB (%d) must be at most a quarter of SANDBOX_MEMORY_MB (%d): restoring a state holds its pickle and the objects built from it beside the REPL (unset, it is an eighth: the largest that a run can restore and capture again)",
 		c.StateMaxRawMB, mem)
+	check(c.SandboxWarmHeapMB >= 0 && c.SandboxWarmHeapMB <= mem/8,
+		"SANDBOX_WARM_HEAP_MB (%d) must be between 0 and an eighth of SANDBOX_MEMORY_MB (%d): it stays resident in every sandbox, warm or in use",
+		c.SandboxWarmHeapMB, mem/8)
 	check(c.MaxOutputKB <= mem*8,
 		"MAX_OUTPUT_KB (%d) must be at most 8 KB per MB of SANDBOX_MEMORY_MB (%d): the REPL holds stdout, stderr and the result, each up to this cap and up to 6 times that JSON-escaped",
 		c.MaxOutputKB, mem*8)

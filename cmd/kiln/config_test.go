@@ -53,6 +53,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"POOL_SIZE", c.PoolSize, 4},
 		{"POOL_WARMERS", c.PoolWarmers, min(64, runtime.NumCPU())}, // derived: one per core
 		{"POOL_REFILL_DELAY_MS", c.RefillDelayMS, 100},
+		{"SANDBOX_WARM_HEAP_MB", c.SandboxWarmHeapMB, int64(32)}, // derived: memory/16
 		{"QUEUE_TIMEOUT_SECONDS", c.QueueTimeoutSeconds, 10.0},
 		{"MAX_QUEUE", c.MaxQueue, 32},
 		{"REPL_ENABLED", c.ReplEnabled, true},
@@ -149,6 +150,9 @@ func TestConfigValidate(t *testing.T) {
 		{"pool size 257", func(c *Config) { c.PoolSize = 257 }, "POOL_SIZE must be between 1 and 256, got 257"},
 		{"pool size 256", func(c *Config) { c.PoolSize = 256 }, ""},
 		{"warmers 0", func(c *Config) { c.PoolWarmers = 0 }, "POOL_WARMERS must be between 1 and 64, got 0"},
+		{"warm heap off", func(c *Config) { c.SandboxWarmHeapMB = 0 }, ""},
+		{"warm heap an eighth", func(c *Config) { c.SandboxWarmHeapMB = 64 }, ""},
+		{"warm heap too large", func(c *Config) { c.SandboxWarmHeapMB = 65 }, "SANDBOX_WARM_HEAP_MB (65) must be between 0 and an eighth of SANDBOX_MEMORY_MB (64)"},
 		{"refill delay 0", func(c *Config) { c.RefillDelayMS = 0 }, ""},
 		{"refill delay negative", func(c *Config) { c.RefillDelayMS = -1 }, "POOL_REFILL_DELAY_MS must be between 0 and 60000, got -1"},
 		{"queue timeout 0", func(c *Config) { c.QueueTimeoutSeconds = 0 }, "QUEUE_TIMEOUT_SECONDS must be above 0"},

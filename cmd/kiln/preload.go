@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kilnsh/kiln/docker"
@@ -39,12 +40,19 @@ func parsePreload(v string) (string, error) {
 	return strings.Join(names, ","), nil
 }
 
-// sandboxEnv is the sandbox environment for a PRELOAD_MODULES value already checked:
-// nil (the default environment) when every group is pre-imported.
-func sandboxEnv(preload string) []string {
-	p, err := parsePreload(preload)
-	if err != nil || p == "" {
+// sandboxEnv is the sandbox environment for a PRELOAD_MODULES value already checked and
+// the warm heap's size: nil (the default environment) when every group is pre-imported
+// and no heap is warmed.
+func sandboxEnv(preload string, warmHeapMB int64) []string {
+	var env []string
+	if p, err := parsePreload(preload); err == nil && p != "" {
+		env = append(env, docker.PreloadVar+"="+p)
+	}
+	if warmHeapMB > 0 {
+		env = append(env, docker.WarmHeapVar+"="+strconv.FormatInt(warmHeapMB, 10))
+	}
+	if env == nil {
 		return nil
 	}
-	return append(slices.Clone(docker.DefaultEnv), docker.PreloadVar+"="+p)
+	return append(slices.Clone(docker.DefaultEnv), env...)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,12 +35,20 @@ func TestParsePreload(t *testing.T) {
 	}
 }
 
-func TestSandboxEnvCarriesPreload(t *testing.T) {
-	if env := sandboxEnv(""); env != nil {
-		t.Errorf("got %v for the default, want nil (the default environment)", env)
+func TestSandboxEnvCarriesPreloadAndWarmHeap(t *testing.T) {
+	if env := sandboxEnv("", 0); env != nil {
+		t.Errorf("got %v for the defaults with no warm heap, want nil (the default environment)", env)
 	}
-	env := sandboxEnv("numpy")
+	env := sandboxEnv("numpy", 0)
 	if got := env[len(env)-1]; got != "KILN_PRELOAD=numpy" {
 		t.Errorf("got last variable %q, want KILN_PRELOAD=numpy", got)
+	}
+	env = sandboxEnv("", 32)
+	if got := env[len(env)-1]; got != "KILN_WARM_HEAP_MB=32" || slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, "KILN_PRELOAD=") }) {
+		t.Errorf("got %v, want the default environment and KILN_WARM_HEAP_MB=32", env)
+	}
+	env = sandboxEnv("none", 8)
+	if got := env[len(env)-2:]; got[0] != "KILN_PRELOAD=none" || got[1] != "KILN_WARM_HEAP_MB=8" {
+		t.Errorf("got %v, want KILN_PRELOAD=none then KILN_WARM_HEAP_MB=8", env)
 	}
 }

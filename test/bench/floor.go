@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,8 @@ var kilnLimits = protocol.Limits{MaxOutputBytes: 1 << 20, MaxFileBytes: 25 << 20
 // (cmd/kiln/app.go, (*Main).spec), owned by the benchmark's own instance label.
 func bareSpec(image string) docker.Spec {
 	return docker.Spec{Image: image, Instance: floorInstance, MemoryMB: 512, NanoCPUs: 1e9,
-		PidsLimit: 128, TmpMB: 64, DataMB: 256, NoFile: 1024}
+		PidsLimit: 128, TmpMB: 64, DataMB: 128, NoFile: 1024,
+		Env: append(slices.Clone(docker.DefaultEnv), docker.WarmHeapVar+"=32")}
 }
 
 // bareAttach starts execs+pings fresh sandboxes as kiln's pool does (two at a time),

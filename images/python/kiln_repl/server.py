@@ -31,6 +31,7 @@ from kiln_repl.events import EventStream
 from kiln_repl.figures import FIGURES
 from kiln_repl.files import PathRefused, Snapshot, collect_files, is_within, snapshot, write_input_file
 from kiln_repl.framing import Refused
+from kiln_repl.heap import WARM_HEAP_ENV, configure, warm, warm_size
 from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
 from kiln_repl.languages import BASH, TABLE_PATH, Language, ProgramRun, load_table
 from kiln_repl.log import Logger
@@ -53,6 +54,7 @@ class Server:
         self.data_dir = data_dir
         self.once = once
         self.logger = logger
+        self.warm_heap = 0  # bytes the warm-up touches for the request (kiln_repl.heap)
         self.interrupter = Interrupter()
         self.interrupter.install()  # from now on a stray SIGINT cannot stop the REPL
         # Every language but Python runs as programs: bash, and those of the image's table.
@@ -117,6 +119,8 @@ class Server:
 
     def serve(self) -> None:
         self.prime()
+        if self.warm_heap:
+            warm(self.warm_heap)
         self.channel.send(ready_message(platform.python_version(), self.preloaded, self.languages))
         self.channel.start()
         while (request := self.channel.next_request()) is not None:
@@ -364,7 +368,12 @@ def main(argv: list[str]) -> int:
         pass  # already a process group leader (under Docker's init): the group does the same
     proto_in, proto_out, log_fd = take_over_fds()
     logger = Logger(log_fd)
+    # Before the server starts its threads: malloc's arenas are chosen as threads first use it.
+    heap = warm_size(os.environ.get(WARM_HEAP_ENV))
+    heap_ready = configure(heap, logger)
     server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger, options.languages)
+    if heap_ready:
+        server.warm_heap = heap
     try:
         server.serve()
     except BrokenPipeError:
