@@ -316,6 +316,9 @@ func (m *Main) spec() docker.Spec {
 		Env:       sandboxEnv(c.PreloadModules, c.SandboxWarmHeapMB),
 	}
 	if !c.ReplEnabled {
+		// The REPL starts per execution: a warm heap would be touched on the request's
+		// own time.
+		spec.Env = sandboxEnv(c.PreloadModules, 0)
 		spec.Entrypoint = []string{"sleep", "infinity"}
 		spec.Exec = replCommand
 	}

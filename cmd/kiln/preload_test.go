@@ -52,3 +52,15 @@ func TestSandboxEnvCarriesPreloadAndWarmHeap(t *testing.T) {
 		t.Errorf("got %v, want KILN_PRELOAD=none then KILN_WARM_HEAP_MB=8", env)
 	}
 }
+
+// The warm heap goes to REPLs that warm up in the pool, not to those that docker exec
+// starts per execution, which would touch it on the request's time.
+func TestSpecWarmHeapOnlyForPooledREPLs(t *testing.T) {
+	for _, repl := range []bool{true, false} {
+		m := &Main{cfg: Config{SandboxImage: "img", SandboxMemoryMB: 512, SandboxWarmHeapMB: 32, ReplEnabled: repl}}
+		has := slices.Contains(m.spec().Env, "KILN_WARM_HEAP_MB=32")
+		if has != repl {
+			t.Errorf("REPL_ENABLED=%v: got KILN_WARM_HEAP_MB in the sandbox environment %v, want %v", repl, has, repl)
+		}
+	}
+}
