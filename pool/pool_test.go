@@ -547,8 +547,13 @@ func TestRefillDelay(t *testing.T) {
 		if got := starts(f); got != 2 {
 			t.Fatalf("got %d warm-ups while the run is young, want 2 (no replacement yet)", got)
 		}
+		other := checkout(t, p)
+		if !p.CanServe() {
+			t.Errorf("got CanServe false with nothing ready but two replacements held, want true")
+		}
+		p.Release(other)
 		p.Release(sb)
-		waitFor(t, "the replacement after release", func() bool { return starts(f) == 3 })
+		waitFor(t, "the replacements after release", func() bool { return starts(f) == 4 })
 		waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
 	})
 	t.Run("expiry", func(t *testing.T) {

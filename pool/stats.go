@@ -48,12 +48,16 @@ func (p *Pool[S]) Stats() Stats {
 }
 
 // CanServe reports whether a checkout could be served soon: a sandbox is ready, or
-// warm-ups are going, one has succeeded before and the last one did not fail.
+// warm-ups are going (or held back for a while), one has succeeded before and the last
+// one did not fail.
 func (p *Pool[S]) CanServe() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	return len(p.ready) > 0 || (p.warming > 0 && p.failures == 0 && p.counts.Created > 0)
+	// A replacement held back (Config.RefillDelay) starts within that delay: as good as
+	// one warming.
+	held, _ := p.heldLocked()
+	return len(p.ready) > 0 || (p.warming+held > 0 && p.failures == 0 && p.counts.Created > 0)
 }
