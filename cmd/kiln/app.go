@@ -307,7 +307,7 @@ func (m *Main) spec() docker.Spec {
 		Image:     c.SandboxImage,
 		Runtime:   c.SandboxRuntime,
 		Instance:  c.InstanceID,
-		MemoryMB:  c.SandboxMemoryMB,
+		MemoryMB:  c.SandboxMemoryMB + c.SandboxWarmHeapMB, // the warm heap is the REPL's, on top of the code's memory
 		NanoCPUs:  int64(c.SandboxCPUs * 1e9),
 		PidsLimit: c.SandboxPidsLimit,
 		TmpMB:     c.SandboxTmpMB,
@@ -319,6 +319,7 @@ func (m *Main) spec() docker.Spec {
 		// The REPL starts per execution: a warm heap would be touched on the request's
 		// own time.
 		spec.Env = sandboxEnv(c.PreloadModules, 0)
+		spec.MemoryMB = c.SandboxMemoryMB
 		spec.Entrypoint = []string{"sleep", "infinity"}
 		spec.Exec = replCommand
 	}

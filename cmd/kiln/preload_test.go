@@ -54,13 +54,23 @@ func TestSandboxEnvCarriesPreloadAndWarmHeap(t *testing.T) {
 }
 
 // The warm heap goes to REPLs that warm up in the pool, not to those that docker exec
-// starts per execution, which would touch it on the request's time.
+// starts per execution, which would touch it on the request's time; where it goes, the
+// container's memory limit grows by its size.
 func TestSpecWarmHeapOnlyForPooledREPLs(t *testing.T) {
 	for _, repl := range []bool{true, false} {
 		m := &Main{cfg: Config{SandboxImage: "img", SandboxMemoryMB: 512, SandboxWarmHeapMB: 32, ReplEnabled: repl}}
-		has := slices.Contains(m.spec().Env, "KILN_WARM_HEAP_MB=32")
+		spec := m.spec()
+		has := slices.Contains(spec.Env, "KILN_WARM_HEAP_MB=32")
 		if has != repl {
 			t.Errorf("REPL_ENABLED=%v: got KILN_WARM_HEAP_MB in the sandbox environment %v, want %v", repl, has, repl)
+		}
+		// The warm heap is the REPL's: the container's limit carries it on top of the code's.
+		want := int64(512)
+		if repl {
+			want += 32
+		}
+		if spec.MemoryMB != want {
+			t.Errorf("REPL_ENABLED=%v: got a memory limit of %d MB, want %d", repl, spec.MemoryMB, want)
 		}
 	}
 }

@@ -161,8 +161,10 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string, lim sandboxL
 		eq("AttachStderr", cfg.AttachStderr, true)
 		eq("NetworkDisabled", cfg.NetworkDisabled, true)
 		empty("ExposedPorts", len(cfg.ExposedPorts))
-		// Env: an allowlist, and nothing of kiln's environment.
-		allowed := []string{"PATH", "HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"}
+		// Env: an allowlist, and nothing of kiln's environment. KILN_PRELOAD and
+		// KILN_WARM_HEAP_MB are the REPL's settings from kiln's configuration.
+		allowed := []string{"PATH", "HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH",
+			"KILN_PRELOAD", "KILN_WARM_HEAP_MB"}
 		for _, kv := range cfg.Env {
 			name, value, _ := strings.Cut(kv, "=")
 			if !slices.Contains(allowed, name) {
@@ -257,7 +259,9 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string, lim sandboxL
 	})
 
 	t.Run("Resources", func(t *testing.T) {
-		eq("Memory", host.Memory, int64(lim.memoryMB)<<20)
+		// SANDBOX_MEMORY_MB for the code, and the REPL's warm heap on top (kiln's default:
+		// SANDBOX_MEMORY_MB / 16, at most 64).
+		eq("Memory", host.Memory, int64(lim.memoryMB+min(64, lim.memoryMB/16))<<20)
 		eq("MemorySwap", host.MemorySwap, host.Memory)
 		eq("NanoCpus", host.NanoCpus, int64(1e9))
 		if host.PidsLimit == nil || *host.PidsLimit != int64(lim.pidsLimit) {

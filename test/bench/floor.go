@@ -49,7 +49,7 @@ var kilnLimits = protocol.Limits{MaxOutputBytes: 1 << 20, MaxFileBytes: 25 << 20
 // bareSpec is the sandbox kiln's pool starts under its default configuration
 // (cmd/kiln/app.go, (*Main).spec), owned by the benchmark's own instance label.
 func bareSpec(image string) docker.Spec {
-	return docker.Spec{Image: image, Instance: floorInstance, MemoryMB: 512, NanoCPUs: 1e9,
+	return docker.Spec{Image: image, Instance: floorInstance, MemoryMB: 512 + 32, NanoCPUs: 1e9,
 		PidsLimit: 128, TmpMB: 64, DataMB: 128, NoFile: 1024,
 		Env: append(slices.Clone(docker.DefaultEnv), docker.WarmHeapVar+"=32")}
 }

@@ -9,15 +9,19 @@ once and hands it back to malloc, which keeps it: glibc's main arena for every t
 blocks carved from that heap rather than mapped one by one, and no trimming below the warm
 size.
 
-The price is memory: the warm size stays resident while the sandbox waits in the pool. Large
-allocations (malloc, which numpy and bytes use) reuse it; Python's small objects have their own
-arenas and do not.
+The price is memory: the warm size stays resident while the sandbox waits in the pool. kiln
+adds it to the container's memory limit, so that user code keeps the memory it was promised.
+Large allocations (malloc, which numpy and bytes use) reuse it; Python's small objects have
+their own arenas and do not. A process that forks would also share it copy-on-write with every
+child, and each page the parent then writes would be charged again: so the first fork of user
+code hands the unused part back to the kernel and puts malloc's defaults back.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
 from kiln_repl.log import Logger
 
@@ -34,6 +38,10 @@ MMAP_THRESHOLD_MAX = 32 << 20
 # Blocks of the warm-up: under the mmap threshold, so they come from the heap, and freed
 # together they merge into one free top of the heap.
 CHUNK = 4 << 20
+# glibc's defaults for the two thresholds, put back by release().
+DEFAULT_THRESHOLD = 128 << 10
+
+_libc: ctypes.CDLL | None = None  # set by configure() once malloc is tuned
 
 
 def warm_size(value: str | None) -> int:
@@ -50,6 +58,7 @@ def configure(size: int, logger: Logger) -> bool:
 
     Returns False (and changes nothing that matters) when malloc is not glibc's.
     """
+    global _libc
     if size <= 0:
         return False
     try:
@@ -69,7 +78,22 @@ def configure(size: int, logger: Logger) -> bool:
     ))
     if not ok:
         logger.log("warm heap: mallopt refused a setting; skipped")
-    return ok
+        return False
+    _libc = libc
+    os.register_at_fork(before=release)
+    return True
+
+
+def release() -> None:
+    """Puts malloc's thresholds back and hands the free heap to the kernel, once: before the
+    first fork, so that children do not share the warm pages (see the module's doc)."""
+    global _libc
+    libc, _libc = _libc, None
+    if libc is None:
+        return
+    libc.mallopt(M_MMAP_THRESHOLD, DEFAULT_THRESHOLD)
+    libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_THRESHOLD)
+    libc.malloc_trim(0)
 
 
 def warm(size: int) -> None:
