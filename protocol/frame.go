@@ -130,8 +130,10 @@ func (p *Parser) Feed(data []byte, emit func(f Frame, err error)) {
 		case atEnd:
 			n := min(len(data), len(p.end)-p.endSeen)
 			if !bytes.Equal(data[:n], []byte(p.end[p.endSeen:p.endSeen+n])) {
+				seen := p.end[:p.endSeen] // matched in earlier pieces: part of the first line now
 				p.fail(emit, fmt.Errorf("%w: no end delimiter after %d payload bytes", ErrMalformed, len(p.binary)))
-				continue // what follows is read as lines again
+				p.appendLine([]byte(seen))
+				continue // what follows is read as lines again, however the stream was cut
 			}
 			data = data[n:]
 			if p.endSeen += n; p.endSeen == len(p.end) {
