@@ -24,5 +24,8 @@ if [ ! -x "$out/kiln" ] || ! docker image inspect "$image" >/dev/null 2>&1; then
   (cd "$tree" && go build -o "$out/kiln" ./cmd/kiln)
   echo "before: building $image" >&2
   "$tree/images/build.sh" python "$image"
+  # Removed now: exec below replaces this shell, and its EXIT trap with it.
+  git worktree remove --force "$tree"
+  trap - EXIT
 fi
 exec go run ./test/bench -before "$out/kiln" -before-image "$image" -out "$root/test/results/bench-before" "$@"
