@@ -536,12 +536,17 @@ func TestRefillDelay(t *testing.T) {
 		_, n, _, _ := f.snapshot()
 		return n
 	}
-	t.Run("release", func(t *testing.T) {
+	// warmPool is a full pool of size whose replacements are held back for delay.
+	warmPool := func(t *testing.T, size int, delay time.Duration) (*fakeFactory, *Pool[*fakeSandbox]) {
 		f := &fakeFactory{}
-		cfg := testConfig(2)
-		cfg.RefillDelay = time.Hour
+		cfg := testConfig(size)
+		cfg.RefillDelay = delay
 		p := newTestPool(t, cfg, f, nil)
-		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == size })
+		return f, p
+	}
+	t.Run("release", func(t *testing.T) {
+		f, p := warmPool(t, 2, time.Hour)
 		sb := checkout(t, p)
 		time.Sleep(50 * time.Millisecond) // time to start a replacement, if it were going to
 		if got := starts(f); got != 2 {
@@ -557,27 +562,20 @@ func TestRefillDelay(t *testing.T) {
 		waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
 	})
 	t.Run("expiry", func(t *testing.T) {
-		f := &fakeFactory{}
-		cfg := testConfig(2)
-		cfg.RefillDelay = 100 * time.Millisecond
-		p := newTestPool(t, cfg, f, nil)
-		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		const delay = 100 * time.Millisecond
+		f, p := warmPool(t, 2, delay)
 		taken := time.Now()
 		sb := checkout(t, p)
 		defer p.Release(sb)
 		waitFor(t, "the replacement of a run still going", func() bool { return starts(f) == 3 })
-		if took := time.Since(taken); took < cfg.RefillDelay {
-			t.Errorf("replacement started %v after the checkout, want at least %v", took, cfg.RefillDelay)
+		if took := time.Since(taken); took < delay {
+			t.Errorf("replacement started %v after the checkout, want at least %v", took, delay)
 		}
 	})
 	t.Run("waiter", func(t *testing.T) {
 		// Two runs going, both replacements held; a third checkout waits, and the
 		// pool warms for it and for the two held ones at once.
-		f := &fakeFactory{}
-		cfg := testConfig(2)
-		cfg.RefillDelay = time.Hour
-		p := newTestPool(t, cfg, f, nil)
-		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
+		f, p := warmPool(t, 2, time.Hour)
 		a, b := checkout(t, p), checkout(t, p)
 		defer p.Release(a)
 		defer p.Release(b)

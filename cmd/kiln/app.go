@@ -303,23 +303,25 @@ func poolImages(specs []PoolSpec) map[string]string {
 
 func (m *Main) spec() docker.Spec {
 	c := m.cfg
+	// The warm heap is the REPL's, on top of the code's memory; a REPL started per
+	// execution would touch it on the request's own time, so it gets none.
+	warmHeap := c.SandboxWarmHeapMB
+	if !c.ReplEnabled {
+		warmHeap = 0
+	}
 	spec := docker.Spec{
 		Image:     c.SandboxImage,
 		Runtime:   c.SandboxRuntime,
 		Instance:  c.InstanceID,
-		MemoryMB:  c.SandboxMemoryMB + c.SandboxWarmHeapMB, // the warm heap is the REPL's, on top of the code's memory
+		MemoryMB:  c.SandboxMemoryMB + warmHeap,
 		NanoCPUs:  int64(c.SandboxCPUs * 1e9),
 		PidsLimit: c.SandboxPidsLimit,
 		TmpMB:     c.SandboxTmpMB,
 		DataMB:    c.SandboxDataMB,
 		NoFile:    1024,
-		Env:       sandboxEnv(c.PreloadModules, c.SandboxWarmHeapMB),
+		Env:       sandboxEnv(c.PreloadModules, warmHeap),
 	}
 	if !c.ReplEnabled {
-		// The REPL starts per execution: a warm heap would be touched on the request's
-		// own time.
-		spec.Env = sandboxEnv(c.PreloadModules, 0)
-		spec.MemoryMB = c.SandboxMemoryMB
 		spec.Entrypoint = []string{"sleep", "infinity"}
 		spec.Exec = replCommand
 	}

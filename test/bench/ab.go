@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kilnsh/kiln/test/kilntest"
 )
 
 // ABRow is one case measured on an older build of kiln and on this one, side by side
@@ -65,27 +62,6 @@ func (b *bench) runAB(ctx context.Context, res *Results, beforeBin, beforeImage 
 	return nil
 }
 
-// startBuild starts a kiln from bin (this tree's when empty) with image.
-func (b *bench) startBuild(ctx context.Context, bin, image string, env []string, pool int) (*kilntest.Server, *client, error) {
-	dir, err := os.MkdirTemp(b.tmp, "data-")
-	if err != nil {
-		return nil, nil, err
-	}
-	env = append([]string{"SANDBOX_IMAGE=" + image, "DATA_DIR=" + dir, "POOL_SIZE=" + strconv.Itoa(pool)}, env...)
-	srv, err := kilntest.Start(kilntest.Options{Env: env, Binary: bin, ReadyTimeout: 5 * time.Minute})
-	if err != nil {
-		return nil, nil, err
-	}
-	k := newClient(srv.URL, "", srv.PID())
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := k.waitReady(wctx, pool); err != nil {
-		stop(srv)
-		return nil, nil, err
-	}
-	return srv, k, nil
-}
-
 // abRow measures one case on both kilns, n calls each, alternating.
 func abRow(ctx context.Context, c abCase, ks [2]*client, n int) ABRow {
 	row := ABRow{Case: c.name}
@@ -103,7 +79,7 @@ func abRow(ctx context.Context, c abCase, ks [2]*client, n int) ABRow {
 			if setupErr[i] != nil {
 				continue
 			}
-			if err := waitBothQuiet(ctx, ks); err != nil {
+			if err := waitAllQuiet(ctx, ks[:]...); err != nil {
 				fails[i]++
 				continue
 			}
@@ -129,7 +105,8 @@ func abRow(ctx context.Context, c abCase, ks [2]*client, n int) ABRow {
 	return row
 }
 
-func waitBothQuiet(ctx context.Context, ks [2]*client) error {
+// waitAllQuiet waits until every kiln's pool is full and idle.
+func waitAllQuiet(ctx context.Context, ks ...*client) error {
 	wctx, cancel := context.WithTimeout(ctx, refillWait)
 	defer cancel()
 	for _, k := range ks {
@@ -149,7 +126,7 @@ func abCases() []abCase {
 	session := func(size int, code, want string) func(context.Context, *client) (map[string]any, string, error) {
 		return func(ctx context.Context, k *client) (map[string]any, string, error) {
 			setup := map[string]any{"code": fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size)}
-			if err := waitBothQuiet(ctx, [2]*client{k, k}); err != nil {
+			if err := waitAllQuiet(ctx, k); err != nil {
 				return nil, "", err
 			}
 			r, err := k.exec(ctx, setup)
@@ -169,18 +146,16 @@ func abCases() []abCase {
 		if err != nil {
 			return nil, "", err
 		}
-		return map[string]any{"code": inFileCode, "state": nil, "capture_state": false,
-			"files": []map[string]string{{"id": fid, "session_id": sid, "name": inFileName}}}, strconv.Itoa(fileSize), nil
+		return inputFileBody(sid, fid), strconv.Itoa(fileSize), nil
 	}
-	stateless := map[string]any{"code": "print(1)", "state": nil, "capture_state": false}
 	return []abCase{
-		{"stateless print(1)", fixed(stateless, "1")},
+		{"stateless print(1)", fixed(barePrintBody, "1")},
 		{"print(1), new session", fixed(printBody, "1")},
 		{"session with 1 MB state, print(1)", session(1<<20, "print(1)", "1")},
 		{"session with 10 MB state, print(1)", session(10<<20, "print(1)", "1")},
 		{"session with 10 MB state, print(len(blob))", session(10<<20, "print(len(blob))", strconv.Itoa(10<<20))},
 		{"input file 20 MB placed, read back", input},
-		{"output file 20 MB returned", fixed(map[string]any{"code": outFileCode(fileSize), "state": nil, "capture_state": false}, "written")},
+		{"output file 20 MB returned", fixed(outputFileBody(), "written")},
 	}
 }
 

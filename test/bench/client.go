@@ -25,16 +25,16 @@ type client struct {
 	// pollCPU is kiln's CPU per /metrics poll in ms, measured with the pool idle.
 	pollCPU float64
 
-	mu     sync.Mutex
-	execMS []float64 // timing.exec_ms of the answers since the last drainExec
+	mu    sync.Mutex
+	execs []time.Duration // timing.exec_ms of the answers since the last drainExec
 }
 
 // drainExec returns the timing.exec_ms of the answers since the last call.
-func (c *client) drainExec() []float64 {
+func (c *client) drainExec() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := c.execMS
-	c.execMS = nil
+	out := c.execs
+	c.execs = nil
 	return out
 }
 
@@ -63,6 +63,11 @@ type execResult struct {
 		TotalMS float64 `json:"total_ms"`
 	} `json:"timing"`
 	Took time.Duration
+}
+
+// Exec is kiln's own timing of the exchange with the sandbox (timing.exec_ms).
+func (r *execResult) Exec() time.Duration {
+	return time.Duration(r.Timing.ExecMS * float64(time.Millisecond))
 }
 
 // exec posts body to /exec and times the whole round trip as the client sees it.
@@ -96,7 +101,7 @@ func (c *client) exec(ctx context.Context, body map[string]any) (*execResult, er
 			return nil, fmt.Errorf("decode answer: %w", err)
 		}
 		c.mu.Lock()
-		c.execMS = append(c.execMS, out.Timing.ExecMS)
+		c.execs = append(c.execs, out.Exec())
 		c.mu.Unlock()
 	}
 	return out, nil

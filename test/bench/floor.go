@@ -192,65 +192,116 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 // bareStateSize is the state of the bare attach's session rows: kiln's 10 MB state row.
 const bareStateSize = 10 << 20
 
+// bareKind is one kind of first request in a pair of bare attach rows: the row's name,
+// its request, and what the answer must hold.
+type bareKind struct {
+	name  string
+	req   *protocol.Request
+	check func(*protocol.Response) error
+}
+
+// bareRuns times the first request of each of two kinds to fresh sandboxes started as
+// kiln's pool starts them, n of each, the kinds taking turns, with no kiln in between.
+// prepare, when given, runs first on one more sandbox of its own; kinds is called after
+// it. Every sandbox is removed, whatever happens.
+func bareRuns(ctx context.Context, image string, n int, note string,
+	prepare func(context.Context, *docker.Sandbox) error, kinds func() [2]bareKind) (rows [2]Summary, err error) {
+	if n == 0 {
+		return rows, nil
+	}
+	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
+	if err != nil {
+		return rows, err
+	}
+	defer dc.Close()
+	extra := 0
+	if prepare != nil {
+		extra = 1
+	}
+	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), 2*n+extra, 2)
+	defer func() { err = errors.Join(err, removeAll(boxes)) }()
+	if startErr != nil {
+		return rows, startErr
+	}
+	if prepare != nil {
+		if err := prepare(ctx, boxes[0]); err != nil {
+			return rows, err
+		}
+	}
+	ks := kinds()
+	time.Sleep(2 * time.Second) // as in bareAttach: the warm-ups' garbage settles
+	var took [2][]time.Duration
+	var fails [2]int
+	for i, s := range boxes[extra:] {
+		j := i % 2
+		d, r, err := exchange(ctx, s, ks[j].req)
+		if err == nil {
+			err = ks[j].check(r)
+		}
+		if err != nil {
+			log.Printf("%s: %v", ks[j].name, err)
+			fails[j]++
+			continue
+		}
+		took[j] = append(took[j], d)
+	}
+	for j, k := range ks {
+		rows[j] = summarize(k.name, took[j], fails[j], note)
+	}
+	return rows, nil
+}
+
 // bareState times the first request to fresh sandboxes that carries a 10 MB state blob
 // made by the REPL itself, n times read-only (print(len(blob)): the state comes back
 // unchanged, so not at all) and n times changing it (a new name: the whole state comes
 // back). It is kiln's session rows without kiln's HTTP, session and store, and the
 // bytes floor plus the REPL's own handling of a state.
 func bareState(ctx context.Context, image string, n int) (same, changed Summary, err error) {
-	if n == 0 {
-		return same, changed, nil
-	}
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
-	if err != nil {
-		return same, changed, err
-	}
-	defer dc.Close()
-	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), 2*n+1, 2)
-	defer func() { err = errors.Join(err, removeAll(boxes)) }()
-	if startErr != nil {
-		return same, changed, startErr
-	}
-	mk := &protocol.Request{ID: "mkstate", Op: protocol.OpExec, Lang: "python", TimeoutMS: 60000, CaptureState: true,
-		Code: fmt.Sprintf("import os\nblob = os.urandom(%d)", bareStateSize), Limits: kilnLimits}
-	_, resp, err := exchange(ctx, boxes[0], mk)
-	if err != nil {
-		return same, changed, fmt.Errorf("making the state: %w", err)
-	}
-	if len(resp.State) < bareStateSize {
-		return same, changed, fmt.Errorf("the state came back with %d bytes", len(resp.State))
-	}
-	time.Sleep(2 * time.Second) // as in bareAttach: the warm-ups' garbage settles
-	var took [2][]time.Duration
-	var fails [2]int
-	for i, s := range boxes[1:] {
-		k, code := i%2, "print(len(blob))"
-		if k == 1 {
-			code = "blob2 = 1\nprint(len(blob))"
-		}
-		req := &protocol.Request{ID: "floor-state", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 60000,
-			State: resp.State, CaptureState: true, Limits: kilnLimits}
-		d, r, err := exchange(ctx, s, req)
-		switch {
-		case err != nil:
-		case r.Stdout != fmt.Sprintf("%d\n", bareStateSize):
-			err = fmt.Errorf("answered status %s, stdout %q", r.Status, r.Stdout)
-		case k == 0 && !r.StateUnchanged:
-			err = errors.New("a read-only run sent its state back")
-		case k == 1 && len(r.State) < bareStateSize:
-			err = fmt.Errorf("a changed state came back with %d bytes", len(r.State))
-		}
+	var state []byte
+	prepare := func(ctx context.Context, s *docker.Sandbox) error {
+		mk := &protocol.Request{ID: "mkstate", Op: protocol.OpExec, Lang: "python", TimeoutMS: 60000, CaptureState: true,
+			Code: fmt.Sprintf("import os\nblob = os.urandom(%d)", bareStateSize), Limits: kilnLimits}
+		_, resp, err := exchange(ctx, s, mk)
 		if err != nil {
-			log.Printf("bare attach with state: %v", err)
-			fails[k]++
-			continue
+			return fmt.Errorf("making the state: %w", err)
 		}
-		took[k] = append(took[k], d)
+		if len(resp.State) < bareStateSize {
+			return fmt.Errorf("the state came back with %d bytes", len(resp.State))
+		}
+		state = resp.State
+		return nil
 	}
-	note := "fresh warm sandbox, first request carries 10 MB of state (os.urandom, made by the REPL), no kiln in between"
-	same = summarize("floor: bare attach, first print(len(blob)), 10 MB state, unchanged", took[0], fails[0], note)
-	changed = summarize("floor: bare attach, first run, 10 MB state, changed", took[1], fails[1], note)
-	return same, changed, nil
+	kinds := func() [2]bareKind {
+		req := func(code string) *protocol.Request {
+			return &protocol.Request{ID: "floor-state", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 60000,
+				State: state, CaptureState: true, Limits: kilnLimits}
+		}
+		printed := func(r *protocol.Response) error {
+			if r.Stdout != fmt.Sprintf("%d\n", bareStateSize) {
+				return fmt.Errorf("answered status %s, stdout %q", r.Status, r.Stdout)
+			}
+			return nil
+		}
+		return [2]bareKind{
+			{name: "floor: bare attach, first print(len(blob)), 10 MB state, unchanged", req: req("print(len(blob))"),
+				check: func(r *protocol.Response) error {
+					if err := printed(r); err != nil || r.StateUnchanged {
+						return err
+					}
+					return errors.New("a read-only run sent its state back")
+				}},
+			{name: "floor: bare attach, first run, 10 MB state, changed", req: req("blob2 = 1\nprint(len(blob))"),
+				check: func(r *protocol.Response) error {
+					if err := printed(r); err != nil || len(r.State) >= bareStateSize {
+						return err
+					}
+					return fmt.Errorf("a changed state came back with %d bytes", len(r.State))
+				}},
+		}
+	}
+	rows, err := bareRuns(ctx, image, n, "fresh warm sandbox, first request carries 10 MB of state (os.urandom, made by the REPL), no kiln in between",
+		prepare, kinds)
+	return rows[0], rows[1], err
 }
 
 // exchange sends req to a sandbox and decodes its answer.

@@ -5,15 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -27,56 +23,49 @@ func outFileCode(size int) string {
 	return fmt.Sprintf("with open('out.bin', 'wb') as f:\n    f.write(bytes(%d))\nprint('written')", size)
 }
 
+// inputFileBody is the stateless call of the input file row, naming the uploaded file.
+func inputFileBody(sid, fid string) map[string]any {
+	return map[string]any{"code": inFileCode, "state": nil, "capture_state": false,
+		"files": []map[string]string{{"id": fid, "session_id": sid, "name": inFileName}}}
+}
+
+// outputFileBody is the stateless call of the output file row.
+func outputFileBody() map[string]any {
+	return map[string]any{"code": outFileCode(fileSize), "state": nil, "capture_state": false}
+}
+
 // bareFiles times the file rows' exchanges with no kiln: the first request to fresh
 // sandboxes carries a 20 MB file that the code reads back (n times), or runs the code
 // that writes a 20 MB file, which comes back in the answer (n times). It is kiln's
 // file rows less kiln's HTTP, session and store.
 func bareFiles(ctx context.Context, image string, n int) (in, out Summary, err error) {
-	if n == 0 {
-		return in, out, nil
-	}
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
-	if err != nil {
-		return in, out, err
-	}
-	defer dc.Close()
-	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), 2*n, 2)
-	defer func() { err = errors.Join(err, removeAll(boxes)) }()
-	if startErr != nil {
-		return in, out, startErr
-	}
-	data := make([]byte, fileSize)
-	_, _ = rand.Read(data)
-	time.Sleep(2 * time.Second) // as in bareAttach: the warm-ups' garbage settles
-	var took [2][]time.Duration
-	var fails [2]int
-	for i, s := range boxes {
-		k := i % 2
-		req := &protocol.Request{ID: "floor-file", Op: protocol.OpExec, Lang: "python", TimeoutMS: 60000, Limits: kilnLimits}
-		if k == 0 {
-			req.Code, req.Files = inFileCode, []protocol.File{{Path: inFileName, Content: data}}
-		} else {
-			req.Code = outFileCode(fileSize)
+	kinds := func() [2]bareKind {
+		data := make([]byte, fileSize)
+		_, _ = rand.Read(data)
+		req := func(code string, files []protocol.File) *protocol.Request {
+			return &protocol.Request{ID: "floor-file", Op: protocol.OpExec, Lang: "python", Code: code, Files: files,
+				TimeoutMS: 60000, Limits: kilnLimits}
 		}
-		d, r, err := exchange(ctx, s, req)
-		switch {
-		case err != nil:
-		case k == 0 && r.Stdout != strconv.Itoa(fileSize)+"\n":
-			err = fmt.Errorf("input file: answered status %s, stdout %q", r.Status, r.Stdout)
-		case k == 1 && (len(r.Files) != 1 || len(r.Files[0].Content) != fileSize):
-			err = fmt.Errorf("output file: answered status %s with %d files", r.Status, len(r.Files))
+		return [2]bareKind{
+			{name: "floor: bare attach, first run, 20 MB input file read back",
+				req: req(inFileCode, []protocol.File{{Path: inFileName, Content: data}}),
+				check: func(r *protocol.Response) error {
+					if r.Stdout != strconv.Itoa(fileSize)+"\n" {
+						return fmt.Errorf("input file: answered status %s, stdout %q", r.Status, r.Stdout)
+					}
+					return nil
+				}},
+			{name: "floor: bare attach, first run, 20 MB output file returned", req: req(outFileCode(fileSize), nil),
+				check: func(r *protocol.Response) error {
+					if len(r.Files) != 1 || len(r.Files[0].Content) != fileSize {
+						return fmt.Errorf("output file: answered status %s with %d files", r.Status, len(r.Files))
+					}
+					return nil
+				}},
 		}
-		if err != nil {
-			log.Printf("bare attach with files: %v", err)
-			fails[k]++
-			continue
-		}
-		took[k] = append(took[k], d)
 	}
-	note := "fresh warm sandbox, first request, no kiln in between; the code of kiln's file rows"
-	in = summarize("floor: bare attach, first run, 20 MB input file read back", took[0], fails[0], note)
-	out = summarize("floor: bare attach, first run, 20 MB output file returned", took[1], fails[1], note)
-	return in, out, nil
+	rows, err := bareRuns(ctx, image, n, "fresh warm sandbox, first request, no kiln in between; the code of kiln's file rows", nil, kinds)
+	return rows[0], rows[1], err
 }
 
 // diskWrite times what the disk store does to keep an output file: write it to a

@@ -128,19 +128,23 @@ type bench struct {
 	skip100  bool
 }
 
-// baseEnv is the configuration every kiln of the benchmark shares.
-func (b *bench) baseEnv(dataDir string) []string {
-	return []string{"SANDBOX_IMAGE=" + b.image, "DATA_DIR=" + dataDir, "LOG_LEVEL=debug"}
+// start runs this tree's kiln with the benchmark's image and env, and waits until its
+// pool is full.
+func (b *bench) start(ctx context.Context, env []string, pool int) (*kilntest.Server, *client, error) {
+	return b.startBuild(ctx, "", b.image, env, pool)
 }
 
-// start runs a kiln with env and waits until its pool is full.
-func (b *bench) start(ctx context.Context, env []string, pool int) (*kilntest.Server, *client, error) {
+// startBuild runs the kiln binary bin (this tree's when empty) with the sandbox image,
+// env and a pool of pool on top of what every kiln of the benchmark shares (its own
+// DATA_DIR under the benchmark's temporary directory, debug logs), and waits until its
+// pool is full.
+func (b *bench) startBuild(ctx context.Context, bin, image string, env []string, pool int) (*kilntest.Server, *client, error) {
 	dir, err := os.MkdirTemp(b.tmp, "data-")
 	if err != nil {
 		return nil, nil, err
 	}
-	env = append(b.baseEnv(dir), append(env, "POOL_SIZE="+strconv.Itoa(pool))...)
-	srv, err := kilntest.Start(kilntest.Options{Env: env, ReadyTimeout: 5 * time.Minute})
+	env = append([]string{"SANDBOX_IMAGE=" + image, "DATA_DIR=" + dir, "LOG_LEVEL=debug"}, append(env, "POOL_SIZE="+strconv.Itoa(pool))...)
+	srv, err := kilntest.Start(kilntest.Options{Env: env, Binary: bin, ReadyTimeout: 5 * time.Minute})
 	if err != nil {
 		return nil, nil, err
 	}

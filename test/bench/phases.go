@@ -99,7 +99,7 @@ func latencyPhase(ctx context.Context, k *client, counts map[int]int, res *Resul
 				note += "; stopped: " + err.Error()
 			}
 			s := summarize(v.name, took, fails, note)
-			s.ExecP50 = medianMS(k.drainExec())
+			s.ExecP50 = median(k.drainExec())
 			res.Latency = append(res.Latency, s)
 		}
 	}

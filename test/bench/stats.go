@@ -26,16 +26,6 @@ type Summary struct {
 	ExecP50 float64 `json:"exec_p50_ms,omitempty"`
 }
 
-// medianMS of values in ms (nearest rank), 0 for none.
-func medianMS(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	v := slices.Clone(values)
-	slices.Sort(v)
-	return round(rank(v, 50), 2)
-}
-
 // summarize computes nearest-rank percentiles of d.
 func summarize(name string, d []time.Duration, fails int, note string) Summary {
 	s := Summary{Name: name, N: len(d), Fails: fails, Note: note}

@@ -69,7 +69,7 @@ func measuredRow(ctx context.Context, k *client, name string, body map[string]an
 		note += "; stopped: " + err.Error()
 	}
 	s := summarize(name, took, fails, note)
-	s.ExecP50 = medianMS(k.drainExec())
+	s.ExecP50 = median(k.drainExec())
 	s.WireIn, s.WireOut = w.perCall(ctx, k, len(took)+fails)
 	return s
 }
@@ -89,18 +89,17 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 		res.Latency = append(res.Latency, summarize(inName, nil, 1, "upload failed: "+err.Error()))
 	} else {
 		res.Latency = append(res.Latency, summarize(fmt.Sprintf("upload %s (POST /upload)", human(fileSize)), []time.Duration{took}, 0, "multipart, disk store"))
-		body := map[string]any{"code": inFileCode, "state": nil, "capture_state": false,
-			"files": []map[string]string{{"id": fid, "session_id": sid, "name": inFileName}}}
+		body := inputFileBody(sid, fid)
 		res.Latency = append(res.Latency, measuredRow(ctx, k, inName, body, strconv.Itoa(fileSize), n,
 			"stateless; an uploaded file of random bytes named in files, read back by the code"))
 		res.transfers = append(res.transfers, transfer{name: inName, bytes: fileSize, in: true})
 	}
 
 	outName := fmt.Sprintf("output file %s returned", human(fileSize))
-	body := map[string]any{"code": outFileCode(fileSize), "state": nil, "capture_state": false}
+	body := outputFileBody()
 	w := k.wireMeter(ctx)
 	var execs, downloads []time.Duration
-	var execMS []float64
+	var execTimes []time.Duration
 	fails, dlFails := 0, 0
 	note := "stateless; the code writes the file in /mnt/data, kiln returns and stores it"
 	for range n {
@@ -121,7 +120,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 			continue
 		}
 		execs = append(execs, r.Took)
-		execMS = append(execMS, r.Timing.ExecMS)
+		execTimes = append(execTimes, r.Exec())
 		fsid := r.Files[0].SessionID
 		if fsid == "" {
 			fsid = r.SessionID
@@ -138,7 +137,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 		downloads = append(downloads, d)
 	}
 	s := summarize(outName, execs, fails, note)
-	s.ExecP50 = medianMS(execMS)
+	s.ExecP50 = median(execTimes)
 	s.WireIn, s.WireOut = w.perCall(ctx, k, len(execs)+fails)
 	res.Latency = append(res.Latency, s,
 		summarize(fmt.Sprintf("download %s output (GET /download)", human(fileSize)), downloads, dlFails, "after each call above"))
