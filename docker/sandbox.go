@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/kilnsh/kiln"
@@ -113,40 +114,59 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 	case <-s.waitResult.Error:
 	case <-ctx.Done():
 	}
-	// The daemon learns of an out-of-memory kill from an event of its own, which may
-	// come after the exit: a SIGKILL (137) not yet explained is looked at again.
-	for attempt := 0; ; attempt++ {
+	inspect := func(ctx context.Context) (*container.State, error) {
 		ins, err := s.cli.api.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
 		if err != nil {
+			return nil, err
+		}
+		return ins.Container.State, nil
+	}
+	return explainExit(ctx, code, inspect, oomFlagWithin, oomFlagEvery)
+}
+
+// The daemon handles a container's events one at a time, and the kernel's
+// out-of-memory event can reach it after the exit: it then sets the OOMKilled flag
+// only once it has finished with the exit (deleting the task, closing the streams,
+// writing the container's state to disk). Waiters are told of the exit before that.
+// On a loaded machine the flag has come more than 250 ms after the exit, so a
+// SIGKILL (137) not yet explained is looked at again, oomFlagEvery apart, for up to
+// oomFlagWithin. Only a sandbox killed from outside pays the whole wait.
+const (
+	oomFlagWithin = 2 * time.Second
+	oomFlagEvery  = 50 * time.Millisecond
+)
+
+// explainExit inspects an exited container until its exit is explained: a known exit
+// code other than 137, or the out-of-memory flag. A code not yet known (-1: the wait
+// failed) is taken from the first inspection that shows the container stopped. It
+// gives up after within, or when ctx ends, with what it has.
+func explainExit(ctx context.Context, code int, inspect func(context.Context) (*container.State, error), within, every time.Duration) (int, bool, error) {
+	deadline := time.Now().Add(within)
+	for {
+		st, err := inspect(ctx)
+		if err != nil {
 			if code >= 0 {
-				return code, oomKilled, nil
+				return code, false, nil
 			}
 			return code, false, fmt.Errorf("container inspect: %w", err)
 		}
-		if st := ins.Container.State; st != nil {
+		oom := false
+		if st != nil {
 			if code < 0 && !st.Running {
 				code = st.ExitCode
 			}
-			oomKilled = st.OOMKilled
+			oom = st.OOMKilled
 		}
-		if oomKilled || code != 137 || attempt == oomRechecks {
-			return code, oomKilled, nil
+		if oom || (code >= 0 && code != 137) || !time.Now().Add(every).Before(deadline) {
+			return code, oom, nil
 		}
 		select {
-		case <-time.After(oomRecheckEvery):
+		case <-time.After(every):
 		case <-ctx.Done():
-			return code, oomKilled, nil
+			return code, oom, nil
 		}
 	}
 }
-
-// A container killed with SIGKILL is inspected up to oomRechecks more times,
-// oomRecheckEvery apart, for the daemon's out-of-memory flag. In the soak, one
-// out-of-memory kill in about 250 was still unflagged at the first look.
-const (
-	oomRechecks     = 5
-	oomRecheckEvery = 50 * time.Millisecond
-)
 
 // Remove kills and removes the container and closes its connection. It is idempotent,
 // and must be given a context of its own, never a request's.
