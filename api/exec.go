@@ -169,7 +169,8 @@ func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (se
 
 // newExecResponse is the body of the answer.
 func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *execResponse {
-	info(r).poolWait = res.QueueWait
+	ri := info(r)
+	ri.poolWait, ri.runStatus = res.QueueWait, res.Status
 	out := &execResponse{
 		SessionID: res.Session.ID,
 		Status:    res.Status, ExitCode: res.ExitCode,

@@ -203,7 +203,8 @@ func TestExecLanguages(t *testing.T) {
 // TestExecResponse checks the body of a stateless run, field by field.
 func TestExecResponse(t *testing.T) {
 	errLine := "ZeroDivisionError: division by zero"
-	h := api.NewHarness(t, api.HarnessConfig{Run: func(context.Context, executor.Request) (*executor.Result, error) {
+	var logs bytes.Buffer
+	h := api.NewHarness(t, api.HarnessConfig{Log: &logs, Run: func(context.Context, executor.Request) (*executor.Result, error) {
 		return &executor.Result{
 			Status: executor.StatusError, ExitCode: 1, Stdout: "a\n", Stderr: "Traceback\n",
 			Error: &errLine, State: []byte("new-state"), Truncated: true,
@@ -236,6 +237,24 @@ func TestExecResponse(t *testing.T) {
 	}
 	if total, _ := timing["total_ms"].(float64); total < 0 {
 		t.Errorf("got total_ms %v, want it non-negative", total)
+	}
+	// The request's log line tells how the run ended.
+	var line struct {
+		Msg, Route string
+		Status     int
+		PoolWaitMS float64 `json:"pool_wait_ms"`
+		RunStatus  string  `json:"run_status"`
+		ID         string  `json:"request_id"`
+	}
+	for l := range strings.Lines(logs.String()) {
+		if err := json.Unmarshal([]byte(l), &line); err == nil && line.Msg == "request" {
+			break
+		}
+		line.Msg = ""
+	}
+	if line.Msg != "request" || line.Route != "/exec" || line.Status != http.StatusOK || line.RunStatus != "error" ||
+		line.PoolWaitMS != 3 || line.ID != rec.Header().Get("X-Request-Id") {
+		t.Errorf("request log line %+v, want /exec 200 with run_status error, pool_wait_ms 3 and the request id; logs:\n%s", line, logs.String())
 	}
 }
 

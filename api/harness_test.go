@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -67,6 +68,8 @@ type HarnessConfig struct {
 	// Cancel is what the session layer's cancel does; every execution is unknown
 	// when nil.
 	Cancel func(id, owner string) error
+	// Log, when set, receives the server's JSON log lines; they are discarded when nil.
+	Log io.Writer
 }
 
 // Harness is a Server over a real session.Service, on a disk store in a temporary
@@ -106,6 +109,9 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 	}
 	h := &Harness{Store: st}
 	log := slog.New(slog.DiscardHandler)
+	if cfg.Log != nil {
+		log = slog.New(slog.NewJSONHandler(cfg.Log, nil))
+	}
 	sessions := session.New(session.Config{
 		Store:    st,
 		Runner:   session.RunnerFunc(h.runner(cfg)),

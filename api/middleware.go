@@ -25,10 +25,11 @@ const (
 
 // reqInfo travels in a request's context: who asked, and what to log about it.
 type reqInfo struct {
-	id       string
-	log      *slog.Logger
-	owner    string // the caller's key fingerprint; "" when auth is off
-	poolWait time.Duration
+	id        string
+	log       *slog.Logger
+	owner     string // the caller's key fingerprint; "" when auth is off
+	poolWait  time.Duration
+	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
 	// runOver frees what the request holds of the caller's budget once its run is
 	// over (limitConcurrency's slot); nil when nothing is held.
 	runOver func()
@@ -87,10 +88,13 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				status = 499 // the client went away before an answer
 			}
 			d := time.Since(start)
-			ri.log.LogAttrs(r.Context(), levelFor(status), "request",
-				slog.String("method", r.Method), slog.String("route", route),
+			attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", route),
 				slog.Int("status", status), slog.Float64("duration_ms", ms(d)),
-				slog.Float64("pool_wait_ms", ms(ri.poolWait)))
+				slog.Float64("pool_wait_ms", ms(ri.poolWait))}
+			if ri.runStatus != "" {
+				attrs = append(attrs, slog.String("run_status", ri.runStatus))
+			}
+			ri.log.LogAttrs(r.Context(), levelFor(status), "request", attrs...)
 			if s.obs != nil {
 				s.obs.Request(route, r.Method, status, d)
 			}
