@@ -98,7 +98,7 @@ func (s Spec) configs(now time.Time) (*container.Config, *container.HostConfig) 
 			"/mnt/data": "rw,exec,nosuid,nodev,size=" + mb(s.DataMB) + ",nr_inodes=4096,uid=10001,gid=10001",
 		},
 		CapDrop:       []string{"ALL"},
-		SecurityOpt:   []string{"no-new-privileges:true"},
+		SecurityOpt:   []string{"no-new-privileges=true"},
 		Privileged:    false,
 		IpcMode:       "private",
 		Init:          &init,

@@ -70,7 +70,7 @@ func TestSpecHostConfig(t *testing.T) {
 		{"ReadonlyRootfs", host.ReadonlyRootfs, true},
 		{"CapDrop", strings.Join(host.CapDrop, ","), "ALL"},
 		{"CapAdd", len(host.CapAdd), 0},
-		{"SecurityOpt", strings.Join(host.SecurityOpt, ","), "no-new-privileges:true"},
+		{"SecurityOpt", strings.Join(host.SecurityOpt, ","), "no-new-privileges=true"},
 		{"Privileged", host.Privileged, false},
 		{"IpcMode", string(host.IpcMode), "private"},
 		{"Init set", host.Init != nil, true},

@@ -226,7 +226,7 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string, lim sandboxL
 		}
 		eq("CapDrop", host.CapDrop, []string{"ALL"})
 		empty("CapAdd", len(host.CapAdd))
-		eq("SecurityOpt", host.SecurityOpt, []string{"no-new-privileges:true"}) // no seccomp=unconfined
+		eq("SecurityOpt", host.SecurityOpt, []string{"no-new-privileges=true"}) // no seccomp=unconfined
 		eq("Privileged", host.Privileged, false)
 		eq("IpcMode", host.IpcMode, "private")
 		eq("PidMode", host.PidMode, "")

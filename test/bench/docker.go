@@ -22,7 +22,7 @@ func sandboxFlags(image string, env []string, entrypoint string, args ...string)
 		"--hostname", "sandbox", "--workdir", "/mnt/data", "--user", "10001:10001",
 		"--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=64m,nr_inodes=4096,mode=1777",
 		"--tmpfs", "/mnt/data:rw,exec,nosuid,nodev,size=256m,nr_inodes=4096,uid=10001,gid=10001",
-		"--cap-drop", "ALL", "--security-opt", "no-new-privileges:true", "--ipc", "private",
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges=true", "--ipc", "private",
 		"--pids-limit", "128", "--memory", "512m", "--memory-swap", "512m", "--cpus", "1",
 		"--ulimit", "nofile=1024:1024", "--ulimit", "fsize=268435456:268435456", "--ulimit", "core=0:0",
 		"--log-driver", "none", "--label", "kiln.bench=true",
