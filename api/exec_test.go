@@ -239,18 +239,20 @@ func TestExecResponse(t *testing.T) {
 		t.Errorf("got total_ms %v, want it non-negative", total)
 	}
 	// The request's log line tells how the run ended.
-	var line struct {
+	type logLine struct {
 		Msg, Route string
 		Status     int
 		PoolWaitMS float64 `json:"pool_wait_ms"`
 		RunStatus  string  `json:"run_status"`
 		ID         string  `json:"request_id"`
 	}
+	var line logLine
 	for l := range strings.Lines(logs.String()) {
-		if err := json.Unmarshal([]byte(l), &line); err == nil && line.Msg == "request" {
+		var got logLine
+		if json.Unmarshal([]byte(l), &got) == nil && got.Msg == "request" {
+			line = got
 			break
 		}
-		line.Msg = ""
 	}
 	if line.Msg != "request" || line.Route != "/exec" || line.Status != http.StatusOK || line.RunStatus != "error" ||
 		line.PoolWaitMS != 3 || line.ID != rec.Header().Get("X-Request-Id") {
