@@ -3,8 +3,13 @@ package kilntest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // Containers lists the ids of the sandbox containers of an instance (every state),
@@ -28,4 +33,48 @@ func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// newInstance is the instance id of a server this process starts. It names the test
+// process, so that a later run can tell when nobody is left to remove its sandboxes.
+func newInstance() string { return fmt.Sprintf("test-%d-%s", os.Getpid(), randomSuffix()) }
+
+var sweepOnce sync.Once
+
+// removeOrphans removes, once per test process, the sandboxes of test servers whose
+// test process is gone. A run killed outright (SIGKILL to the test and its kiln, as
+// when the machine's session ends) leaves them, and their instance ids never start
+// again, so no kiln's own start-up sweep would find them.
+func removeOrphans() { sweepOnce.Do(func() { _ = sweepOrphans() }) }
+
+func sweepOrphans() error {
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=kiln.managed=true",
+		"--format", `{{.ID}} {{.Label "kiln.instance"}}`).Output()
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for line := range strings.Lines(string(out)) {
+		id, instance, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if pid, ok := testPID(instance); ok && syscall.Kill(pid, 0) == syscall.ESRCH {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if out, err := Docker(append([]string{"rm", "-f"}, ids...)...); err != nil {
+		return fmt.Errorf("docker rm: %w: %s", err, out)
+	}
+	return nil
+}
+
+// testPID is the test process named in an instance id made by newInstance.
+func testPID(instance string) (int, bool) {
+	rest, ok := strings.CutPrefix(instance, "test-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+	return pid, err == nil && pid > 0
 }

@@ -129,7 +129,8 @@ func Start(opts Options) (*Server, error) {
 			env = append(env, name+"="+v)
 		}
 	}
-	instance := "test-" + randomSuffix()
+	removeOrphans()
+	instance := newInstance()
 	defaults := map[string]string{
 		"LISTEN_ADDR": "127.0.0.1:0", "INSTANCE_ID": instance, "POOL_SIZE": "2",
 		"LOG_LEVEL": "debug", "SHUTDOWN_GRACE_SECONDS": "20",
