@@ -103,18 +103,46 @@ class Deadline:
             raise TimeLimitExceeded()
 
 
-def compile_cell(code: str, top_level_await: bool = False) -> tuple[types.CodeType, types.CodeType | None]:
+@dataclass
+class Cell:
+    """A compiled cell: its body, its final expression apart (None when it has none), and the
+    dotted modules its top-level `import a.b` statements name."""
+
+    body: types.CodeType
+    final: types.CodeType | None
+    imports: set[str]
+
+
+def compile_cell(code: str, top_level_await: bool = False) -> Cell:
     """Compiles a cell; a final expression statement is compiled apart so its value is seen.
     With top_level_await, await may appear outside functions: evaluating such a code object
     returns a coroutine, which runs in the namespace it was given."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     tree = ast.parse(code, USER_FILENAME, "exec")
+    imports = dotted_imports(tree.body)
     final = None
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):
         tree.body.pop()
         final = compile(ast.Expression(last.value), USER_FILENAME, "eval", flags=flags)
-    return compile(tree, USER_FILENAME, "exec", flags=flags), final
+    return Cell(compile(tree, USER_FILENAME, "exec", flags=flags), final, imports)
+
+
+def dotted_imports(statements: list[ast.stmt]) -> set[str]:
+    """The dotted names of `import a.b` statements that bind the top-level name a, outside
+    functions and classes: a.b must be imported again where the session is restored."""
+    found: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, ast.Import):
+            found.update(alias.name for alias in statement.names if alias.asname is None and "." in alias.name)
+        elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                found |= dotted_imports(getattr(statement, field, []))
+            for handler in getattr(statement, "handlers", []):
+                found |= dotted_imports(handler.body)
+            for case in getattr(statement, "cases", []):
+                found |= dotted_imports(case.body)
+    return found
 
 
 def register_source(code: str) -> None:
@@ -137,7 +165,14 @@ def user_traceback(exc: BaseException) -> str:
         tb = first
     while tb is not None and is_server_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, tb))
+    except Exception:
+        # Formatting runs library code too: Python 3.13 lists a frame's locals for its "Did you
+        # mean" hint, and patsy's formula namespace raises there (for any exception in the
+        # chain). The frames alone, and the error's line, need none of that.
+        frames = "".join(traceback.format_tb(tb))
+        return f"Traceback (most recent call last):\n{frames}{type(exc).__name__}: {exc}\n"
 
 
 def cap_text(text: str, limit: int) -> tuple[str, bool]:

@@ -23,6 +23,7 @@ import platform
 import sys
 import time
 import traceback
+import types
 from typing import Any
 
 from kiln_repl.capture import Capture, StdStreams, decode_output
@@ -42,7 +43,8 @@ from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
 from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
                                cap_text, compile_cell, describe_exception, exit_outcome, register_source,
                                user_traceback)
-from kiln_repl.state import UNCHANGED, capture_state, restore_state
+from kiln_repl.settings import Settings
+from kiln_repl.state import HISTORY, UNCHANGED, Loaded, bind_namespace, capture_state, restore_state
 from kiln_repl.tools import AsyncTools, Broker, ShellTools, evaluate, run_coroutine
 
 
@@ -63,7 +65,17 @@ class Server:
         self.languages = ["python", *self.programs]
         self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
         self.pid = os.getpid()
-        self.namespace: dict[str, Any] = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
+        # The user's namespace is a module's, installed as __main__ (as IPython does): what
+        # pickles or looks up by module name (pickle, unittest.main, dataclasses) finds the
+        # session's classes and functions there.
+        main_module = types.ModuleType("__main__")
+        self.namespace: dict[str, Any] = main_module.__dict__
+        self.namespace["__builtins__"] = builtins
+        own_main = sys.modules.get("__main__")
+        sys.modules["__main__"] = main_module
+        bind_namespace(self.namespace, own_main)
+        self.settings = Settings()
+        self.imports: set[str] = set()  # the dotted modules of the session's import statements
         self.preloaded: dict[str, str] = {}
         self.untouched: dict[str, Any] = {}
         seed_matplotlib_cache(logger)
@@ -119,6 +131,7 @@ class Server:
 
     def serve(self) -> None:
         self.prime()
+        self.settings.mark_baseline()
         if self.warm_heap:
             warm(self.warm_heap)
         self.channel.send(ready_message(platform.python_version(), self.preloaded, self.languages))
@@ -139,15 +152,13 @@ class Server:
         result = Result(id=request.id)
         input_notes = "".join(f"{note}\n" for note in self.write_inputs(request.files))
         before = snapshot(self.data_dir)
-        restored: bytes | None = None  # the pickle of the state the run begins with
+        restored: Loaded | None = None  # the state the run begins with
         if request.lang != "python":
             result.state_unchanged = request.state is not None  # other languages never touch the state
         elif request.state is not None:
-            try:
-                names, restored = restore_state(request.state)
-                self.namespace.update(names)
-            except Exception as exc:
-                result.state_error = f"state could not be restored: {describe_exception(exc)}"
+            loaded = restore_state(request.state, self.namespace, self.settings)
+            restored, self.imports = loaded.snapshot, self.imports | loaded.imports
+            result.state_error = "; ".join(loaded.notes) or None
 
         events = EventStream(request.id, self.channel.send, self.logger) if request.events else None
         if events is not None and input_notes:
@@ -194,9 +205,9 @@ class Server:
         result.files_error = "; ".join(problems) or None
         return "".join(f"kiln: {problem}\n" for problem in problems)
 
-    def take_state(self, result: Result, request: Request, restored: bytes | None) -> None:
+    def take_state(self, result: Result, request: Request, restored: Loaded | None) -> None:
         result.state, notes = capture_state(self.namespace, self.untouched, request.limits.max_state_bytes, restored,
-                                            request.limits.max_state_raw_bytes)
+                                            request.limits.max_state_raw_bytes, self.settings, self.imports)
         result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
         if result.state is UNCHANGED or (result.state is not None and result.state == request.state):
             # The host keeps the blob it sent: a run that only read its names sends none back.
@@ -213,8 +224,12 @@ class Server:
 
     def prepare_process(self, request: Request, events: EventStream | None) -> None:
         """Puts the process back into the shape a run expects, whatever the last run did, and
-        starts capturing the run's output."""
-        os.chdir(self.data_dir)
+        starts capturing the run's output. The working directory stays where the code left
+        it, as in a notebook, unless it is gone."""
+        try:
+            os.getcwd()
+        except OSError:
+            os.chdir(self.data_dir)
         null_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_fd, 0)
         os.close(null_fd)
@@ -260,7 +275,7 @@ class Server:
     def run_python(self, request: Request) -> Outcome:
         register_source(request.code)
         try:
-            body, final = compile_cell(request.code, top_level_await=bool(request.tools))
+            cell = compile_cell(request.code, top_level_await=bool(request.tools))
         except Exception as exc:  # SyntaxError, and RecursionError or MemoryError on absurd code
             sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
             return Outcome("error", 1, describe_exception(exc))
@@ -270,14 +285,15 @@ class Server:
             with Deadline(request.timeout_ms / 1000) as deadline:
                 if request.tools:
                     stubs = self.install_stubs(request, deadline)
-                self.interrupter.enter_cell(body, final)
+                self.imports |= cell.imports
+                self.interrupter.enter_cell(cell.body, cell.final)
                 if request.tools:
-                    value = run_coroutine(evaluate(body, final, self.namespace))
+                    value = run_coroutine(evaluate(cell.body, cell.final, self.namespace))
                 else:
-                    exec(body, self.namespace)
-                    value = None if final is None else eval(final, self.namespace)
+                    exec(cell.body, self.namespace)
+                    value = None if cell.final is None else eval(cell.final, self.namespace)
                 if value is not None:
-                    self.namespace["_"] = value
+                    self.remember(value)
                     limit = request.limits.max_output_bytes
                     outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
         except TimeLimitExceeded:
@@ -294,6 +310,14 @@ class Server:
                     del self.namespace[name]
         self.interrupter.install()  # at once, in case the code replaced the handler
         return outcome
+
+    def remember(self, value: Any) -> None:
+        """Makes value the last result, _, and moves the two before it to __ and ___."""
+        last, second, third = HISTORY
+        for newer, older in ((second, third), (last, second)):
+            if newer in self.namespace:
+                self.namespace[older] = self.namespace[newer]
+        self.namespace[last] = value
 
     def install_stubs(self, request: Request, deadline: Deadline) -> dict[str, Any]:
         """Puts an async function per tool, and asyncio, in the namespace; returns the stubs."""

@@ -1,4 +1,15 @@
-"""The state blob: an LZ4 frame of a cloudpickle of a dict of names, sent as raw bytes.
+"""The state blob: an LZ4 frame of two cloudpickles, a header and a dict of names, sent as raw
+bytes (docs/protocol.md, State).
+
+The header says what is not a value: the modules bound to names (imported again by name), the
+process settings that differ from a fresh process's (kiln_repl.settings), the pre-imported
+names the user deleted, and the names the second pickle holds, so that a state that no longer
+loads can say what was lost. A blob of one pickle (a dict of names) is the format before the
+header; it still restores.
+
+Functions and classes defined in the session are pickled so that, restored, they look their
+globals up in the session's live namespace, as they did where they were defined: a
+restored function sees the values its globals have now, not copies taken when it was pickled.
 
 cloudpickle and lz4 are imported when first needed: the pre-imports load them at warm-up, and
 a server started without pre-imports (one request, then exit) may never need them.
@@ -7,30 +18,94 @@ a server started without pre-imports (one request, then exit) may never need the
 from __future__ import annotations
 
 import builtins
+import functools
+import importlib
+import io
+import pickle
+import sys
 import types
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from kiln_repl.running import describe_exception
+from kiln_repl.settings import Settings
 
 _MISSING = object()
-
+HEADER_KEY = "kiln-state"  # no Python name can be this: the header is told from an old blob's names
+FORMAT = 2
+HISTORY = ("_", "__", "___")  # the last three results, kept like any name
 
 # UNCHANGED is what capture_state returns for a state that pickles exactly as the one
 # restored: the host keeps the blob it sent, and nothing is compressed or sent back.
 UNCHANGED = b""
 
+_live: dict[str, Any] | None = None
+_own_main: types.ModuleType | None = None
 
-def restore_state(blob: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
-    """Decodes a state blob into the names it holds, and returns them with their pickle (for
-    capture_state to tell an unchanged state); raises if it does not decode."""
+
+def bind_namespace(namespace: dict[str, Any], own_main: types.ModuleType | None = None) -> None:
+    """Names the dict that restored functions take as their globals, and the REPL's own
+    __main__ module, put back while pickling (see main_module_hidden)."""
+    global _live, _own_main
+    _live, _own_main = namespace, own_main
+
+
+def live_namespace() -> dict[str, Any]:
+    """The session's namespace, which a pickled session function's globals unpickle as."""
+    if _live is None:
+        raise RuntimeError("no session namespace to restore into")
+    return _live
+
+
+class NamespaceRef:
+    """Stands for the session's namespace in a pickle: it unpickles as the live one."""
+
+    def __reduce__(self) -> tuple[Callable[[], dict[str, Any]], tuple[()]]:
+        return live_namespace, ()
+
+
+NAMESPACE_REF = NamespaceRef()
+
+
+def rewrap_lru_cache(function: Callable[..., Any], maxsize: int | None, typed: bool) -> Any:
+    """A functools.lru_cache wrapper made again (empty) around its restored function."""
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(function)
+
+
+@functools.cache
+def pickler_class() -> type:
+    """cloudpickle's Pickler, with the session's functions tied to the live namespace."""
     import cloudpickle
-    import lz4.frame
+    from cloudpickle import cloudpickle as impl
 
-    pickled: bytes = lz4.frame.decompress(blob)
-    names = cloudpickle.loads(pickled)
-    if not isinstance(names, dict) or not all(isinstance(name, str) for name in names):
-        raise ValueError("the blob does not hold a dict of names")
-    return names, pickled
+    class StatePickler(cloudpickle.Pickler):  # type: ignore[misc]
+        def __init__(self, file: Any, namespace: dict[str, Any]) -> None:
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.namespace = namespace
+
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is functools._lru_cache_wrapper:
+                # Its own reduce names it by module and name, which a session's function
+                # cannot be found by: rebuild it around the function instead.
+                parameters = getattr(obj, "cache_parameters")()
+                return rewrap_lru_cache, (obj.__wrapped__, parameters["maxsize"], parameters["typed"])
+            return super().reducer_override(obj)
+
+        def _dynamic_function_reduce(self, func: types.FunctionType) -> Any:
+            if func.__globals__ is not self.namespace:
+                return super()._dynamic_function_reduce(func)
+            # The globals are the live namespace when restored: none of them is copied in,
+            # and no module is imported for them (the header's modules are).
+            state, slotstate = impl._function_getstate(func)
+            slotstate["__globals__"] = {}
+            slotstate["_cloudpickle_submodules"] = []
+            closure = None
+            if func.__closure__ is not None:
+                closure = tuple(impl._make_empty_cell() for _ in func.__closure__)
+            newargs = (func.__code__, NAMESPACE_REF, None, None, closure)
+            return impl._make_function, newargs, (state, slotstate), None, None, impl._function_setstate
+
+    return StatePickler
 
 
 class TooLarge(Exception):
@@ -39,83 +114,274 @@ class TooLarge(Exception):
 
 class BoundedBuffer:
     """A file for the pickler that refuses to grow past cap bytes, so that a state too large
-    to keep is never held whole."""
+    to keep is never held whole. Pickle protocol 5 hands it buffers of 64 KiB and more as
+    PickleBuffer objects, which have a size but no len()."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.data = bytearray()
 
-    def write(self, chunk: bytes | memoryview) -> int:
-        if len(self.data) + len(chunk) > self.cap:
-            raise TooLarge
-        self.data += chunk
-        return len(chunk)
+    def write(self, chunk: Any) -> int:
+        with memoryview(chunk) as view:
+            size = view.nbytes
+            if len(self.data) + size > self.cap:
+                raise TooLarge
+            self.data += view
+        return size
 
 
-def pickle_bounded(value: Any, cap: int) -> bytearray:
-    """The pickle of value, as cloudpickle.dumps makes it; raises TooLarge past cap bytes."""
-    import cloudpickle
-
-    out = BoundedBuffer(cap)
-    cloudpickle.CloudPickler(out).dump(value)
+def pickle_bounded(value: Any, cap: int, namespace: dict[str, Any] | None = None,
+                   out: BoundedBuffer | None = None) -> bytearray:
+    """The pickle of value as a session keeps it; raises TooLarge past cap bytes. With out,
+    the pickle is added to what out holds (and counts against its cap)."""
+    out = out or BoundedBuffer(cap)
+    with main_module_hidden():
+        pickler_class()(out, {} if namespace is None else namespace).dump(value)
     return out.data
 
 
-def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
-                  restored: bytes | None = None,
-                  max_raw: int = 256 << 20) -> tuple[bytes | None, list[str]]:
-    """Returns the state blob (None when there is none, UNCHANGED when it pickles exactly as
-    restored, the pickle of the state the run began with) and notes on what was left out.
-    max_bytes caps the blob, max_raw the pickle before compression."""
+class main_module_hidden:
+    """Puts the REPL's own module back as __main__ while pickling: an object that can only be
+    found by name in __main__ must fail to pickle now rather than fail to restore later, since
+    the session's names are not there yet when a state is loaded."""
+
+    def __enter__(self) -> None:
+        self.session_main = sys.modules.get("__main__")
+        if _own_main is not None:
+            sys.modules["__main__"] = _own_main
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.session_main is not None:
+            sys.modules["__main__"] = self.session_main
+
+
+@dataclass
+class Loaded:
+    """A state as it was loaded, for capture_state to tell an unchanged one: its header, and
+    its names' pickle. The header is compared by value: its pickle depends on which equal
+    strings happen to be one object, which differs from one process to the next."""
+
+    header: dict[str, Any]
+    names: bytes | memoryview
+
+
+@dataclass
+class Restored:
+    """What restore_state did: the state it loaded (None when it did not load whole, or is in
+    the format before the header), notes on what could not be restored, and the dotted imports
+    the state carries."""
+
+    snapshot: Loaded | None
+    notes: list[str]
+    imports: set[str] = field(default_factory=set)
+
+
+def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings: Settings) -> Restored:
+    """Puts a state back into namespace: its settings, modules and names."""
     import lz4.frame
 
-    names = {name: value for name, value in namespace.items() if is_kept(name, value, untouched)}
-    if not names:
-        return None, []  # nothing to keep: no state, and no note (the host reads it so)
-    notes = []
-    too_large = f"state dropped: over the limit of {max_raw} bytes before compression"
     try:
-        pickled = pickle_bounded(names, max_raw)
-    except TooLarge:
-        return None, [too_large]
-    except Exception:
-        left_out = drop_unpicklable(names, max_raw)
-        notes.append("not kept (unpicklable): " + ", ".join(left_out))
+        pickled: bytes = lz4.frame.decompress(blob)
+        stream = io.BytesIO(pickled)
+        first = pickle.load(stream)
+    except Exception as exc:
+        return Restored(None, [f"state could not be restored: {describe_exception(exc)}"])
+    if isinstance(first, dict) and first.get(HEADER_KEY) == FORMAT:
+        header, names = first, None
+    elif isinstance(first, dict) and all(isinstance(name, str) for name in first):
+        header, names = {}, first  # the format before the header: the names alone
+    else:
+        return Restored(None, ["state could not be restored: the blob does not hold a dict of names"])
+    # The settings first (sys.path decides where modules are found), but the late ones last.
+    saved = header.get("settings", {})
+    notes = settings.apply(saved)
+    notes += import_modules(header.get("modules", {}), namespace)
+    imports = set(header.get("imports", []))
+    for name in sorted(imports):
         try:
-            pickled = pickle_bounded(names, max_raw)
-        except TooLarge:
-            return None, notes + [too_large]
+            importlib.import_module(name)
+        except BaseException:
+            pass  # a submodule that no longer imports: what uses it will say so
+    snapshot = None
+    if names is None:
+        names_at = stream.tell()
+        try:
+            names = pickle.load(stream)
+            if not isinstance(names, dict):
+                raise ValueError("the names are not a dict")
+        except Exception as exc:
+            lost = ", ".join(header.get("names", [])) or "every name"
+            namespace["__builtins__"] = builtins
+            return Restored(None, notes + [f"state could not be restored: {describe_exception(exc)}; lost: {lost}"],
+                            imports)
+        snapshot = Loaded(header, memoryview(pickled)[names_at:])
+    namespace.update(names)
+    namespace["__builtins__"] = builtins  # a restored function sets it to the builtins' dict
+    for name in header.get("deleted", []):
+        namespace.pop(name, None)
+    return Restored(snapshot, notes + settings.apply(saved, late=True), imports)
+
+
+def import_modules(modules: dict[str, str], namespace: dict[str, Any]) -> list[str]:
+    """Binds each name to its module, imported again; a note for each that does not import."""
+    failed = []
+    for name, module_name in modules.items():
+        try:
+            namespace[name] = importlib.import_module(module_name)
+        except BaseException as exc:  # an import runs module code: anything can come out
+            namespace.pop(name, None)
+            failed.append(f"{name} (module {module_name}: {describe_exception(exc)})")
+    return [f"not restored (module no longer imports): {', '.join(failed)}"] if failed else []
+
+
+def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
+                  restored: Loaded | None = None, max_raw: int = 256 << 20,
+                  settings: Settings | None = None, imports: set[str] | frozenset[str] = frozenset()
+                  ) -> tuple[bytes | None, list[str]]:
+    """Returns the state blob (None when there is none, UNCHANGED when it is the state the run
+    began with, restored) and notes on what was left out.
+    max_bytes caps the blob, max_raw the pickle before compression: names are dropped, the
+    largest first, until the rest fits. imports are the dotted modules the session's
+    `import a.b` statements named: those under a bound module are imported again on restore."""
+    import lz4.frame
+
+    names, modules, notes = split_namespace(namespace, untouched)
+    packages = {module_name.partition(".")[0] for module_name in modules.values()}
+    header: dict[str, Any] = {HEADER_KEY: FORMAT, "modules": modules,
+                              "imports": sorted(name for name in imports if name.partition(".")[0] in packages),
+                              "settings": {} if settings is None else settings.capture(),
+                              "deleted": sorted(name for name in untouched if name not in namespace)}
+    if not (names or modules or header["settings"] or header["deleted"]):
+        return None, notes  # nothing to keep: no state (the host drops the session's)
+    try:
+        pickled, names_at = encode(header, names, namespace, max_raw)
+    except Exception:  # too large, or a name that does not pickle: each name on its own tells
+        sizes, unpicklable = measure(names, namespace, max_raw)
+        if unpicklable:
+            notes.append("not kept (unpicklable): " + ", ".join(unpicklable))
+        try:
+            try:
+                pickled, names_at = encode(header, names, namespace, max_raw)
+            except TooLarge:
+                (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_raw)
+                notes.append(dropped)
         except Exception as exc:
             return None, notes + [f"state could not be saved: {describe_exception(exc)}"]
-    if restored is not None and pickled == restored:
+    if restored is not None and restored.names == memoryview(pickled)[names_at:] and \
+            restored.header == {**header, "names": sorted(names)}:
         return UNCHANGED, notes  # compressing it again would only make the same blob
     compressed: bytes = lz4.frame.compress(pickled)
     if len(compressed) > max_bytes:
-        too_big = f"state dropped: {len(compressed)} bytes compressed, over the limit of {max_bytes}"
-        return None, notes + [too_big]
+        sizes = compressed_sizes(names, namespace, max_raw)
+        (pickled, _), dropped = shrink(header, names, namespace, max_raw, sizes, max_bytes, compressed=True)
+        notes.append(dropped)
+        compressed = lz4.frame.compress(pickled)
     return compressed, notes
 
 
-def drop_unpicklable(names: dict[str, Any], max_raw: int = 256 << 20) -> list[str]:
-    """Removes the names that do not pickle on their own; returns them as "name (type)". A
-    name whose pickle alone is over max_raw stays: the whole state is then too large."""
-    left_out = []
+def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any],
+           max_raw: int) -> tuple[bytearray, int]:
+    """The header's pickle, then the names' pickle, in one buffer of at most max_raw bytes;
+    returns it and where the names' pickle starts."""
+    out = BoundedBuffer(max_raw)
+    pickle_bounded({**header, "names": sorted(names)}, max_raw, namespace, out)
+    names_at = len(out.data)
+    return pickle_bounded(names, max_raw, namespace, out), names_at
+
+
+def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any], max_raw: int,
+           sizes: dict[str, int], cap: int, compressed: bool = False) -> tuple[tuple[bytearray, int], str]:
+    """Drops names from names, the largest first (by sizes), until the state fits in cap bytes
+    (its pickle, or compressed its LZ4 frame); returns the pickle as encode does and a note
+    that names each dropped one with its size."""
+    import lz4.frame
+
+    # The history goes before a user's name of the same size: it is often the same object.
+    order = sorted(names, key=lambda name: (sizes.get(name, 0), name in HISTORY), reverse=True)
+    total = sum(sizes.get(name, 0) for name in names)
+    dropped = []
+    while True:
+        if total <= cap or not order:
+            try:
+                encoded = encode(header, names, namespace, max_raw)
+                if not compressed or len(lz4.frame.compress(encoded[0])) <= cap or not order:
+                    break
+            except TooLarge:
+                if not order:
+                    raise
+        name = order.pop(0)
+        total -= sizes.get(name, 0)
+        del names[name]
+        dropped.append(name)
+    shown = ", ".join(f"{name} ({human_size(sizes.get(name, 0), max_raw)})" for name in dropped)
+    kind = "compressed" if compressed else "before compression"
+    return encoded, f"not kept (over the state limit of {human_size(cap)} {kind}): {shown}"
+
+
+def measure(names: dict[str, Any], namespace: dict[str, Any], max_raw: int) -> tuple[dict[str, int], list[str]]:
+    """Pickles each name on its own: returns the sizes (max_raw + 1 for one over the cap
+    alone) and removes from names those that do not pickle, returned as "name (type)"."""
+    sizes: dict[str, int] = {}
+    unpicklable = []
     for name, value in list(names.items()):
         try:
-            pickle_bounded(value, max_raw)
+            sizes[name] = len(pickle_bounded(value, max_raw, namespace))
         except TooLarge:
-            pass
+            sizes[name] = max_raw + 1
         except Exception:
-            left_out.append(f"{name} ({type(value).__name__})")
+            unpicklable.append(f"{name} ({type(value).__name__})")
             del names[name]
-    return left_out
+    return sizes, unpicklable
 
 
-def is_kept(name: str, value: Any, untouched: dict[str, Any]) -> bool:
-    """Whether a name belongs in the state: not private, not a module, not a pre-imported
-    alias the user left alone, not a builtin under its own name."""
-    if name.startswith("_") or isinstance(value, types.ModuleType):
-        return False
-    if untouched.get(name, _MISSING) is value:
-        return False
-    return getattr(builtins, name, _MISSING) is not value
+def compressed_sizes(names: dict[str, Any], namespace: dict[str, Any], max_raw: int) -> dict[str, int]:
+    import lz4.frame
+
+    sizes = {}
+    for name, value in names.items():
+        try:
+            sizes[name] = len(lz4.frame.compress(pickle_bounded(value, max_raw, namespace)))
+        except Exception:
+            sizes[name] = max_raw + 1
+    return sizes
+
+
+def human_size(size: int, over: int | None = None) -> str:
+    if over is not None and size > over:
+        return f"over {human_size(over)}"
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MB"
+    if size >= 1 << 10:
+        return f"{size / (1 << 10):.1f} KB"
+    return f"{size} bytes"
+
+
+def split_namespace(namespace: dict[str, Any], untouched: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """The session's names to pickle, its modules by name, and notes on modules that cannot be
+    imported by name (made at run time)."""
+    names: dict[str, Any] = {}
+    modules: dict[str, str] = {}
+    odd = []
+    for name, value in namespace.items():
+        if not is_user_name(name) or untouched.get(name, _MISSING) is value:
+            continue
+        if isinstance(value, types.ModuleType):
+            if sys.modules.get(value.__name__) is value:
+                modules[name] = value.__name__
+            else:
+                odd.append(f"{name} (module {value.__name__})")
+        elif is_kept(name, value, namespace):
+            names[name] = value
+    return names, modules, [f"not kept (module not importable by name): {', '.join(odd)}"] if odd else []
+
+
+def is_user_name(name: str) -> bool:
+    """Whether a name is the user's: any but the dunders (__name__, __builtins__, ...); _, __
+    and ___ are the history of results."""
+    return not (name.startswith("__") and name.endswith("__") and name.strip("_"))
+
+
+def is_kept(name: str, value: Any, namespace: dict[str, Any]) -> bool:
+    """Whether a user's name that is not a module belongs in the state: not a builtin under
+    its own name, not the namespace itself (globals() bound to a name)."""
+    return value is not namespace and getattr(builtins, name, _MISSING) is not value

@@ -137,6 +137,26 @@ class ErrorTest(ReplTestCase):
         self.assertIn('line 2, in <module>', response["stderr"])
         self.assertNoReplFrames(response["stderr"])
 
+    def test_a_traceback_that_cannot_be_formatted_is_still_told(self) -> None:
+        # Python 3.13's "Did you mean" hint lists a frame's locals; a mapping that raises there
+        # (patsy's formula namespace, on a misspelt column) once took the server down.
+        repl = self.start()
+        code = ("class Lookup:\n    def __getitem__(self, key):\n        raise KeyError(key)\n"
+                "def formula():\n    return eval('misspelt', {}, Lookup())\nformula()")
+        response = repl.run(code)
+        self.assertEqual(response["status"], "error")
+        self.assertEqual(response["error"], "NameError: name 'misspelt' is not defined")
+        self.assertIn('line 6, in <module>', response["stderr"])
+        self.assertTrue(response["stderr"].endswith("NameError: name 'misspelt' is not defined\n"), response["stderr"])
+        self.assertEqual(repl.run("1 + 1")["result"], "2")
+
+    def test_namespace_is_the_main_module(self) -> None:
+        # So that what looks a session's class up by module finds it: pickle, unittest.main.
+        repl = self.start()
+        response = repl.run("import pickle, sys\nclass Point:\n    pass\n"
+                            "type(pickle.loads(pickle.dumps(Point()))) is Point, sys.modules['__main__'].Point is Point")
+        self.assertEqual(response["result"], "(True, True)")
+
     def test_exits_and_interrupts_are_answered(self) -> None:
         repl = self.start()
         cases = [

@@ -1,11 +1,15 @@
 """State capture and restore across server processes."""
 
+import io
+import pickle
 import unittest
 from typing import Any
 
 import cloudpickle
 import lz4.frame
 
+import inprocess  # noqa: F401  (the server's package, by path)
+from kiln_repl.state import bind_namespace
 from repl_client import ReplTestCase
 
 SETUP = """
@@ -37,7 +41,15 @@ CHECK = """
 
 
 def decode_state(blob: bytes) -> Any:
-    return cloudpickle.loads(lz4.frame.decompress(blob))
+    """The names a blob holds (its second pickle, after the header)."""
+    bind_namespace({})  # what the session's functions take as their globals here
+    stream = io.BytesIO(lz4.frame.decompress(blob))
+    pickle.load(stream)
+    return cloudpickle.load(stream)
+
+
+def user_names(names: Any) -> list[str]:
+    return sorted(names)
 
 
 class StateTest(ReplTestCase):
@@ -49,12 +61,12 @@ class StateTest(ReplTestCase):
         self.assertEqual(captured["state"], {"size": len(captured["state_blob"])})
         self.assertFalse(captured["state_unchanged"])
         self.assertEqual(captured["state_blob"][:4], b"\x04\x22\x4d\x18")  # LZ4 frame magic
-        self.assertEqual(sorted(decode_state(captured["state_blob"])), ["Counter", "arr", "counter", "df", "scale"])
+        self.assertEqual(sorted(decode_state(captured["state_blob"])), ["Counter", "_private", "arr", "counter", "df", "scale"])
 
         second = self.start()
         restored = second.run(CHECK, state=captured["state_blob"])
         self.assertOk(restored)
-        self.assertEqual(restored["result"], "(np.int64(6), ['x', 'y', 'z'], (3, 4), 66, 6, 6, 'Counter', False)")
+        self.assertEqual(restored["result"], "(np.int64(6), ['x', 'y', 'z'], (3, 4), 66, 6, 6, 'Counter', True)")
         self.assertEqual((restored["state"], restored["state_unchanged"]), (None, False), "no capture was asked for")
 
     def test_unpicklable_names_are_reported_and_the_rest_kept(self) -> None:
@@ -75,54 +87,61 @@ class StateTest(ReplTestCase):
             self.assertOk(response)
             self.assertEqual(response["result"], "False")
             self.assertTrue(response["state_error"].startswith("state could not be restored: "), response["state_error"])
-            self.assertEqual(decode_state(response["state_blob"]), {"x": 1})
+            self.assertEqual(decode_state(response["state_blob"]), {"x": 1, "_": False})
 
-    def test_untouched_preloads_and_modules_are_not_kept(self) -> None:
+    def test_untouched_preloads_are_not_kept_and_modules_by_name(self) -> None:
         repl = self.start(preload=True)
         response = repl.run("import statistics\nnp = 5\ny = pd.Series([1])", capture_state=True)
         self.assertOk(response)
         state = decode_state(response["state_blob"])
         self.assertEqual(sorted(state), ["np", "y"])
         self.assertEqual(state["np"], 5)
+        restored = self.start(preload=True).run("statistics.mean([1, 3]), np", state=response["state_blob"])
+        self.assertOk(restored)
+        self.assertEqual(restored["result"], "(2, 5)")
 
-    def test_state_over_the_limit_is_dropped(self) -> None:
+    def test_state_over_the_limit_keeps_what_fits(self) -> None:
         repl = self.start()
-        response = repl.run("import os\nblob = os.urandom(100_000)", capture_state=True,
+        response = repl.run("import os\nblob = os.urandom(100_000)\nkeep = [1, 2]", capture_state=True,
                             limits={"max_state_bytes": 50_000})
-        self.assertIsNone(response["state"])
-        self.assertRegex(response["state_error"], r"^state dropped: \d+ bytes compressed, over the limit of 50000$")
+        self.assertOk(response)
+        self.assertEqual(decode_state(response["state_blob"]), {"keep": [1, 2]})
+        self.assertRegex(response["state_error"],
+                         r"^not kept \(over the state limit of 48\.8 KB compressed\): blob \(9\d\.\d KB\)$")
 
-    def test_state_over_the_raw_limit_is_dropped(self) -> None:
+    def test_state_over_the_raw_limit_keeps_what_fits(self) -> None:
         # Zeros compress to nothing: only the cap on the pickle stops them, before the
         # sandbox has to hold a second copy.
         repl = self.start()
-        response = repl.run("big = bytes(3_000_000)\nprint(len(big))", capture_state=True,
+        response = repl.run("big = bytes(3_000_000)\nsmall = 'kept'\nprint(len(big))", capture_state=True,
                             limits={"max_state_raw_bytes": 1_000_000})
         self.assertOk(response)
         self.assertEqual(response["stdout"], "3000000\n")
-        self.assertIsNone(response["state"])
-        self.assertEqual(response["state_error"], "state dropped: over the limit of 1000000 bytes before compression")
+        self.assertEqual(decode_state(response["state_blob"]), {"small": "kept"})
+        self.assertEqual(response["state_error"],
+                         "not kept (over the state limit of 976.6 KB before compression): big (over 976.6 KB)")
 
     def test_an_empty_namespace_is_no_state_and_no_note(self) -> None:
         repl = self.start(preload=True)
-        response = repl.run("import math\nprint(1)", capture_state=True)
+        response = repl.run("import json\nprint(1)", capture_state=True)
         self.assertOk(response)
-        self.assertIsNone(response["state"], "modules and untouched pre-imports are not state")
+        self.assertIsNone(response["state"], "untouched pre-imports are not state")
         self.assertIsNone(response["state_error"])
 
     def test_a_run_that_only_reads_sends_no_state_back(self) -> None:
         first = self.start()
         blob = first.run("x = [1, 2]", capture_state=True)["state_blob"]
         repl = self.start()
-        read = repl.run("x", state=blob, capture_state=True)
+        # A final expression's value is the new _: that run changes the state.
+        read = repl.run("print(x)", state=blob, capture_state=True)
         self.assertOk(read)
-        self.assertEqual(read["result"], "[1, 2]")
+        self.assertEqual(read["stdout"], "[1, 2]\n")
         self.assertEqual((read["binary"], read["state"], read["state_unchanged"], read["state_error"]), (0, None, True, None))
         written = repl.run("y = 1", state=blob, capture_state=True)
         self.assertOk(written)
         self.assertFalse(written["state_unchanged"])
         self.assertEqual(decode_state(written["state_blob"]), {"x": [1, 2], "y": 1})
-        same_process = repl.run("len(x)", state=written["state_blob"], capture_state=True)
+        same_process = repl.run("print(len(x))", state=written["state_blob"], capture_state=True)
         self.assertEqual((same_process["state"], same_process["state_unchanged"]), (None, True))
 
     def test_unchanged_data_frames_and_arrays_are_unchanged(self) -> None:
@@ -132,7 +151,7 @@ class StateTest(ReplTestCase):
                                     "arr = np.arange(12).reshape(3, 4)", capture_state=True)
         self.assertOk(captured)
         repl = self.start()
-        for code in ("df.describe()", "arr.sum()", "print(df, arr)"):
+        for code in ("print(df.describe())", "print(arr.sum())", "print(df, arr)"):
             with self.subTest(code=code):
                 response = repl.run(code, state=captured["state_blob"], capture_state=True)
                 self.assertOk(response)
@@ -147,14 +166,20 @@ class StateTest(ReplTestCase):
         # the state back once; from that blob on, reads send nothing.
         captured = self.start().run(SETUP, capture_state=True)
         self.assertOk(captured)
-        first_read = self.start().run("df.shape", state=captured["state_blob"], capture_state=True)
+        first_read = self.start().run("print(df.shape)", state=captured["state_blob"], capture_state=True)
         self.assertOk(first_read)
         self.assertFalse(first_read["state_unchanged"])
-        for code in ("df.describe()", "scale(2)", "print(df, arr)"):
+        for code in ("print(df.describe())", "print(scale(2))", "print(df, arr)"):
             with self.subTest(code=code):
                 response = self.start().run(code, state=first_read["state_blob"], capture_state=True)
                 self.assertOk(response)
                 self.assertEqual((response["state"], response["state_unchanged"]), (None, True))
+
+    def test_a_failed_run_captures_what_it_bound_before_the_error(self) -> None:
+        # The host decides what to keep (on_error); the REPL always says.
+        response = self.start().run("a = 1\nb = [a] * 3\n1 / 0\nc = 2", capture_state=True)
+        self.assertEqual(response["status"], "error")
+        self.assertEqual(decode_state(response["state_blob"]), {"a": 1, "b": [1, 1, 1]})
 
     def test_no_capture_means_no_state(self) -> None:
         repl = self.start()

@@ -50,9 +50,16 @@ class ResultTextTest(unittest.TestCase):
         for code, want in cases:
             with self.subTest(code=code):
                 namespace: dict[str, object] = {}
-                body, final = compile_cell(code)
-                exec(body, namespace)
-                self.assertEqual(None if final is None else eval(final, namespace), want)
+                cell = compile_cell(code)
+                exec(cell.body, namespace)
+                self.assertEqual(None if cell.final is None else eval(cell.final, namespace), want)
+
+    def test_compile_cell_finds_dotted_imports_at_top_level(self) -> None:
+        code = ("import a.b, c, d.e as f\nfrom g.h import i\nif x:\n    import j.k\nelse:\n    import l.m\n"
+                "try:\n    import n.o\nexcept ImportError:\n    import p.q\nfinally:\n    pass\n"
+                "with ctx:\n    import r.s\nfor _ in []:\n    import t.u\n"
+                "def fn():\n    import v.w\nclass K:\n    import x.y\n")
+        self.assertEqual(compile_cell(code).imports, {"a.b", "j.k", "l.m", "n.o", "p.q", "r.s", "t.u"})
 
     def test_describe_exception(self) -> None:
         syntax_error = SyntaxError("expected ':'", ("<string>", 3, 5, "if x"))
@@ -111,7 +118,7 @@ class TracebackTest(unittest.TestCase):
         self.assertTrue(text.endswith("ValueError: from user code\n"), text)
 
     def test_user_frames_are_kept_whole(self) -> None:
-        body, _ = compile_cell("def f():\n    return 1 / 0\nx = f()")
+        body = compile_cell("def f():\n    return 1 / 0\nx = f()").body
         text = user_traceback(raised(lambda: exec(body, {})))
         self.assertIn('File "<string>", line 3, in <module>', text)
         self.assertIn('File "<string>", line 2, in f', text)

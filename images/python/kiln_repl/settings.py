@@ -1,0 +1,336 @@
+"""Process-wide settings a notebook keeps from one cell to the next, outside its names.
+
+A live interpreter keeps more than its variables: the style matplotlib draws with and the
+colormaps registered with it, pandas' display options, numpy's print options and floating-point
+error handling, scikit-learn's configuration, the position of the global random generators,
+the warning filters, the environment, the working directory, sys.path, the recursion limit. A session restored into a
+fresh process gets them back from its state: each Setting reads its current value, and the
+state keeps only those that differ from what this process had when it became ready (its
+baseline), so a session that never touched them carries nothing.
+
+A library the process has not imported is not read: its settings cannot have changed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+_MISSING = object()
+
+# matplotlib's keys that name the REPL's own backend, never the user's style.
+MPL_OWN_KEYS = frozenset({"backend", "backend_fallback"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: read returns its value (None when there is nothing to read: values are
+    plain data that compare with ==), diff is what to keep of it against the baseline and
+    apply puts that back."""
+
+    name: str
+    read: Callable[[], Any]
+    apply: Callable[[Any], None]
+    diff: Callable[[Any, Any], Any] = lambda current, baseline: current
+    # A late setting is put back after the names: the working directory, so that modules
+    # are imported again from where the code imported them.
+    late: bool = False
+    # default gives the library's own defaults, the baseline of a library that this process
+    # imported only after it became ready.
+    default: Callable[[], Any] | None = None
+
+
+def loaded(name: str) -> Any:
+    """The module if this process imported it, else None."""
+    return sys.modules.get(name)
+
+
+# matplotlib: rcParams holds every style setting (plt.style.use, sns.set_theme, rc(...)).
+# dict's own methods read the stored values without RcParams' per-key validation.
+
+def read_rc() -> dict[str, Any] | None:
+    mpl = loaded("matplotlib")
+    return None if mpl is None else copy.deepcopy(dict(dict.items(mpl.rcParams)))
+
+
+def diff_rc(current: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    base = baseline or {}
+    return {key: value for key, value in current.items()
+            if key not in MPL_OWN_KEYS and base.get(key, _MISSING) != value}
+
+
+def default_rc() -> dict[str, Any]:
+    import matplotlib
+
+    return dict(dict.items(matplotlib.rcParamsDefault))
+
+
+def apply_rc(diff: dict[str, Any]) -> None:
+    import matplotlib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated key warns when set; it was set once already
+        matplotlib.rcParams.update(diff)
+
+
+# Colormaps registered by name (matplotlib.colormaps.register): the names are compared, the
+# new ones kept with their maps.
+
+def read_colormap_names() -> tuple[str, ...] | None:
+    mpl = loaded("matplotlib")
+    return None if mpl is None else tuple(sorted(mpl.colormaps))
+
+
+def default_colormap_names() -> tuple[str, ...]:
+    from matplotlib import cm
+
+    return tuple(sorted(cm._gen_cmap_registry()))
+
+
+def diff_colormaps(current: tuple[str, ...], baseline: tuple[str, ...] | None) -> dict[str, Any]:
+    import matplotlib
+
+    known = set(baseline or ())
+    return {name: matplotlib.colormaps[name] for name in current if name not in known}
+
+
+def apply_colormaps(maps: dict[str, Any]) -> None:
+    import matplotlib
+
+    for name, colormap in maps.items():
+        matplotlib.colormaps.register(colormap, name=name, force=True)
+
+
+# pandas: its options live in one nested dict; set_option takes dotted keys.
+
+def read_pandas() -> dict[str, Any] | None:
+    if loaded("pandas") is None:
+        return None
+    from pandas._config import config
+
+    options: dict[str, Any] = copy.deepcopy(config._global_config)
+    return options
+
+
+def default_pandas() -> dict[str, Any]:
+    from pandas._config import config
+
+    return {key: option.defval for key, option in config._registered_options.items()}
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def diff_pandas(current: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    base = flatten(baseline or {})  # the defaults are flat already
+    return {key: value for key, value in flatten(current).items() if base.get(key, _MISSING) != value}
+
+
+def apply_pandas(diff: dict[str, Any]) -> None:
+    import pandas
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, value in diff.items():
+            pandas.set_option(key, value)
+
+
+def read_printoptions() -> dict[str, Any] | None:
+    numpy = loaded("numpy")
+    return None if numpy is None else numpy.get_printoptions()
+
+
+def diff_dict(current: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    base = baseline or {}
+    return {key: value for key, value in current.items() if base.get(key, _MISSING) != value}
+
+
+def default_printoptions() -> dict[str, Any]:
+    import numpy
+
+    # numpy keeps its print options in a context variable: an empty context holds the defaults.
+    defaults: dict[str, Any] = contextvars.Context().run(numpy.get_printoptions)
+    return defaults
+
+
+def apply_printoptions(diff: dict[str, Any]) -> None:
+    import numpy
+
+    numpy.set_printoptions(**diff)
+
+
+def read_errstate() -> dict[str, str] | None:
+    numpy = loaded("numpy")
+    return None if numpy is None else dict(numpy.geterr())
+
+
+def default_errstate() -> dict[str, str]:
+    import numpy
+
+    defaults: dict[str, str] = contextvars.Context().run(numpy.geterr)
+    return defaults
+
+
+def apply_errstate(diff: dict[str, str]) -> None:
+    import numpy
+
+    numpy.seterr(**diff)
+
+
+def read_sklearn() -> dict[str, Any] | None:
+    sklearn = loaded("sklearn")
+    return None if sklearn is None else dict(sklearn.get_config())
+
+
+def default_sklearn() -> dict[str, Any]:
+    from sklearn import _config
+
+    defaults: dict[str, Any] = dict(_config._global_config)
+    return defaults
+
+
+def apply_sklearn(diff: dict[str, Any]) -> None:
+    import sklearn
+
+    sklearn.set_config(**diff)
+
+
+# The global generators: random's, and numpy's legacy one behind np.random.seed and
+# np.random.rand. A notebook that seeds one cell and draws in the next expects the sequence
+# to go on.
+
+def read_numpy_random() -> dict[str, Any] | None:
+    """The legacy generator's state, its key as bytes: a state of plain values compares with =="""
+    numpy = loaded("numpy")
+    if numpy is None:
+        return None
+    state: dict[str, Any] = numpy.random.get_state(legacy=False)
+    state["state"]["key"] = state["state"]["key"].tobytes()
+    return state
+
+
+def apply_numpy_random(state: dict[str, Any]) -> None:
+    import numpy
+
+    key = numpy.frombuffer(state["state"]["key"], dtype=numpy.uint32)
+    numpy.random.set_state({**state, "state": {**state["state"], "key": key}})
+
+
+def read_random() -> Any:
+    import random
+
+    return random.getstate()
+
+
+def apply_random(state: Any) -> None:
+    import random
+
+    random.setstate(state)
+
+
+def apply_warning_filters(filters: list[Any]) -> None:
+    current: list[Any] = warnings.filters  # type: ignore[assignment]
+    current[:] = filters  # the list itself, which the warnings module holds (typed as a sequence)
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()  # so that the registries of warnings already shown are cleared, as filterwarnings does
+
+
+def diff_environ(current: dict[str, str], baseline: dict[str, str] | None) -> dict[str, str | None]:
+    base = baseline or {}
+    changed: dict[str, str | None] = {key: value for key, value in current.items() if base.get(key) != value}
+    changed.update((key, None) for key in base if key not in current)
+    return changed
+
+
+def apply_environ(diff: dict[str, str | None]) -> None:
+    for key, value in diff.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def apply_path(path: list[str]) -> None:
+    sys.path[:] = path
+
+
+def read_cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the directory was removed: nothing to carry
+        return None
+
+
+SETTINGS = [
+    Setting("matplotlib.rcParams", read_rc, apply_rc, diff=diff_rc, default=default_rc),
+    Setting("matplotlib.colormaps", read_colormap_names, apply_colormaps, diff=diff_colormaps,
+            default=default_colormap_names),
+    Setting("pandas.options", read_pandas, apply_pandas, diff=diff_pandas, default=default_pandas),
+    Setting("numpy.printoptions", read_printoptions, apply_printoptions, diff=diff_dict, default=default_printoptions),
+    Setting("numpy.errstate", read_errstate, apply_errstate, diff=diff_dict, default=default_errstate),
+    Setting("numpy.random", read_numpy_random, apply_numpy_random),
+    Setting("sklearn.config", read_sklearn, apply_sklearn, diff=diff_dict, default=default_sklearn),
+    Setting("random", read_random, apply_random),
+    Setting("warnings.filters", lambda: list(warnings.filters), apply_warning_filters),
+    Setting("os.environ", lambda: dict(os.environ), apply_environ, diff=diff_environ),
+    Setting("sys.path", lambda: list(sys.path), apply_path),
+    Setting("cwd", read_cwd, os.chdir, late=True),
+    Setting("sys.recursionlimit", sys.getrecursionlimit, sys.setrecursionlimit),
+]
+
+
+class Settings:
+    """Reads the settings against this process's baseline, and puts saved ones back."""
+
+    def __init__(self, settings: list[Setting] | None = None) -> None:
+        self.settings = SETTINGS if settings is None else settings
+        self.baseline: dict[str, Any] = {}
+
+    def mark_baseline(self) -> None:
+        """Takes the values a session that changed nothing would carry: called once the
+        process is ready, before any user code."""
+        self.baseline = {setting.name: setting.read() for setting in self.settings}
+
+    def capture(self) -> dict[str, Any]:
+        """The settings that differ from the baseline, by name, as apply takes them."""
+        kept: dict[str, Any] = {}
+        for setting in self.settings:
+            current = setting.read()
+            if current is None:
+                continue
+            baseline = self.baseline.get(setting.name)
+            if baseline is None and setting.default is not None:
+                baseline = self.baseline[setting.name] = setting.default()
+            if current == baseline:
+                continue
+            if (value := setting.diff(current, baseline)) not in ({}, []):
+                kept[setting.name] = value
+        return kept
+
+    def apply(self, saved: dict[str, Any], late: bool = False) -> list[str]:
+        """Puts saved settings back, the early ones or the late ones; returns a note for each
+        that could not be."""
+        by_name = {setting.name: setting for setting in self.settings}
+        notes = []
+        for name, value in saved.items():
+            setting = by_name.get(name)
+            if setting is None or setting.late != late:
+                continue  # or a setting this REPL does not know: a newer state, nothing to do
+            try:
+                setting.apply(value)
+            except Exception as exc:
+                notes.append(f"setting {name} not restored: {type(exc).__name__}: {exc}")
+        return notes
