@@ -41,11 +41,12 @@ image: docker
 run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
-## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak and the Prometheus checks included; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc)
+## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc)
 test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
 	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
+	@tail -n 1 test/results/fidelity/report.txt
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory test-runsc
 
