@@ -28,6 +28,7 @@ type execRequest struct {
 	Files        []fileRef       `json:"files"`
 	State        json.RawMessage `json:"state"`
 	CaptureState *bool           `json:"capture_state"`
+	OnError      string          `json:"on_error"`
 	Timeout      *int64          `json:"timeout"`
 }
 
@@ -221,6 +222,12 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 		x.State = blob
 	}
 	x.CaptureState = req.CaptureState == nil || *req.CaptureState
+	switch req.OnError {
+	case "", executor.OnErrorKeep, executor.OnErrorRollback:
+		x.OnError = req.OnError
+	default:
+		return x, kiln.Errorf(kiln.CodeInvalid, "on_error must be %q or %q, got %q", executor.OnErrorKeep, executor.OnErrorRollback, req.OnError)
+	}
 	if req.Timeout != nil {
 		// Clamped into the configured range by the executor; zero or less is the minimum.
 		x.Timeout = max(time.Duration(*req.Timeout)*time.Millisecond, time.Millisecond)

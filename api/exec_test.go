@@ -40,6 +40,7 @@ func TestExecBadRequests(t *testing.T) {
 		{"code of the wrong type", jsonCT, `{"code":1}`, 400, kiln.CodeInvalid},
 		{"capture_state of the wrong type", jsonCT, `{"code":"1","capture_state":"yes"}`, 400, kiln.CodeInvalid},
 		{"timeout of the wrong type", jsonCT, `{"code":"1","timeout":"30s"}`, 400, kiln.CodeInvalid},
+		{"on_error not keep or rollback", jsonCT, `{"code":"1","on_error":"undo"}`, 400, kiln.CodeInvalid},
 		{"missing code", jsonCT, `{"lang":"py"}`, 400, kiln.CodeInvalid},
 		{"null code", jsonCT, `{"code":null}`, 400, kiln.CodeInvalid},
 		{"blank code", jsonCT, `{"code":" \n"}`, 400, kiln.CodeInvalid},

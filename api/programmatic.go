@@ -37,6 +37,7 @@ type ptcRequest struct {
 	UserID    string          `json:"user_id"`
 	Files     []fileRef       `json:"files"`
 	Timeout   *int64          `json:"timeout"`
+	OnError   string          `json:"on_error"`
 
 	ContinuationToken string                `json:"continuation_token"`
 	ToolResults       []protocol.ToolResult `json:"tool_results"`
@@ -204,7 +205,7 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ereq := execRequest{Code: req.Code, Lang: req.Lang, Args: req.Args, SessionID: req.SessionID,
-		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout}
+		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout, OnError: req.OnError}
 	xreq, err := toExecRequest(&ereq)
 	if err != nil {
 		writeError(w, r, err)

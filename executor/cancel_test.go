@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -61,7 +62,8 @@ func waitRunning(t *testing.T, e *Executor, id string) {
 }
 
 // TestCancel checks a cancel that the code obeys: the REPL is interrupted and its
-// cancelled result is the answer, with the state the run was given; a second cancel
+// cancelled result is the answer, with the state the run left (as an interrupted
+// notebook cell keeps what it bound); a second cancel
 // is a conflict, and another owner's cancel is not found.
 func TestCancel(t *testing.T) {
 	sb := &fakeSandbox{ready: pythonReady()}
@@ -103,8 +105,8 @@ func TestCancel(t *testing.T) {
 	if res.Status != StatusCancelled || res.ExitCode != 130 || res.Stdout != "partial\n" || deref(res.Error) != "Interrupted" {
 		t.Errorf("got %s %d %q %q, want cancelled 130 with the partial output", res.Status, res.ExitCode, res.Stdout, deref(res.Error))
 	}
-	if &res.State[0] != &given[0] {
-		t.Errorf("got a new state, want the one the run was given")
+	if !res.StateFromRun || bytes.Equal(res.State, given) {
+		t.Errorf("got the state the run was given, want the one it left")
 	}
 	p.checkHeldUntilRelease(t, res)
 	if err := e.Cancel("run1", "alice"); kiln.ErrorCode(err) != kiln.CodeConflict {

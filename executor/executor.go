@@ -15,6 +15,12 @@ import (
 	"github.com/kilnsh/kiln/protocol"
 )
 
+// What a failed run leaves of the state (Request.OnError).
+const (
+	OnErrorKeep     = "keep"
+	OnErrorRollback = "rollback"
+)
+
 // Statuses of a Result, as the API reports them.
 const (
 	StatusOK          = "ok"
@@ -91,9 +97,10 @@ type Limits struct {
 	Figures bool
 	// RetryAfter is what a caller is told to wait when no sandbox is free, in seconds.
 	RetryAfter int
-	// CaptureOnError keeps the state a failed run left behind. By default a failed run
-	// hands back the state it was given, so a session goes on from before the failure.
-	CaptureOnError bool
+	// RollbackOnError is the default of requests that do not choose: a failed run hands
+	// back the state it was given, so that a session goes on from before the failure. By
+	// default a failed run keeps what it bound before the error, as a notebook does.
+	RollbackOnError bool
 
 	// Tools: how many a request may bring, the size of a call's JSON input and of a
 	// result, the rounds of calls a run may make, and how long a run waits for the
@@ -112,8 +119,12 @@ type Request struct {
 	Args         []string
 	State        []byte // the state blob to restore, or nil
 	CaptureState bool
-	Timeout      time.Duration // zero means the default; clamped to the limits
-	Files        []protocol.File
+	// OnError chooses what a run that does not end ok leaves of the state: OnErrorKeep (what
+	// it bound before the error) or OnErrorRollback (the state it was given); empty means
+	// the configured default.
+	OnError string
+	Timeout time.Duration // zero means the default; clamped to the limits
+	Files   []protocol.File
 
 	// ExecutionID names the run for Cancel; a fresh id when empty. Owner is who may
 	// cancel it.
@@ -139,21 +150,25 @@ type Request struct {
 
 // Result is what the user's code did.
 type Result struct {
-	Status      string
-	ExitCode    int
-	Stdout      string
-	Stderr      string
-	Error       *string
-	Result      *string
-	State       []byte
-	StateError  *string
-	Files       []protocol.File
-	FilesError  *string
-	Truncated   bool
-	Sandbox     string // id of the container that ran it
-	ExecutionID string
-	QueueWait   time.Duration
-	ExecTime    time.Duration
+	Status     string
+	ExitCode   int
+	Stdout     string
+	Stderr     string
+	Error      *string
+	Result     *string
+	State      []byte
+	StateError *string
+	// StateFromRun is true when State is what the run left: nil then means the namespace
+	// holds nothing to keep. It is false when State is the state the run was given (a
+	// rollback, or a sandbox that ended before it could say).
+	StateFromRun bool
+	Files        []protocol.File
+	FilesError   *string
+	Truncated    bool
+	Sandbox      string // id of the container that ran it
+	ExecutionID  string
+	QueueWait    time.Duration
+	ExecTime     time.Duration
 	// WireIn and WireOut count the bytes of the frames sent to the sandbox and
 	// received from it.
 	WireIn, WireOut int64
@@ -289,10 +304,22 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 	x := &exchange{e: e, sb: sb, req: &req, res: res, lim: lim, hctx: hctx, hard: hard}
 	resp, err := x.run(ctx, hctx, frame)
 	res.ExecTime = time.Since(execStart)
+	res, err = e.conclude(ctx, hctx, sb, &req, res, x, resp, err)
+	if err == nil && !res.StateFromRun && req.CaptureState && req.Lang == LangPython && res.StateError == nil &&
+		res.Status != StatusOK {
+		note := "the sandbox ended before the state could be captured: the session keeps its state from before this call"
+		res.StateError = &note
+	}
+	return res, err
+}
+
+// conclude turns how the exchange ended into the Result, or into kiln's error.
+func (e *Executor) conclude(ctx, hctx context.Context, sb Sandbox, req *Request, res *Result, x *exchange,
+	resp *protocol.Response, err error) (*Result, error) {
 	var end *toolEnd
 	switch {
 	case err == nil:
-		e.accept(res, resp, req.State)
+		e.accept(res, resp, req)
 		return res, nil
 	case errors.As(err, &end):
 		e.log.Info("run with tools ended by the host: sandbox removed", "container", sb.ID(), "reason", end.msg)
@@ -314,15 +341,21 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 	}
 }
 
-// accept takes a valid response into res. A failed run hands back the state it was
-// given (unless CaptureOnError), and so does a captured state that would be refused
-// on the way back in: the REPL bounds its compressed size only. A state the REPL did
-// not send back because it did not change is the one given, still trusted.
-func (e *Executor) accept(res *Result, resp *protocol.Response, given []byte) {
+// accept takes a valid response into res. A failed run keeps the state it captured,
+// unless the request asks for a rollback: then it hands back the state it was given. So
+// does a captured state that would be refused on the way back in (the REPL bounds its
+// compressed size only). A state the REPL did not send back because it did not change is
+// the one given, still trusted.
+func (e *Executor) accept(res *Result, resp *protocol.Response, req *Request) {
+	given := req.State
 	fill(res, resp)
+	res.StateFromRun = true
 	switch {
-	case resp.StateUnchanged, res.Status != StatusOK && !e.limits.CaptureOnError:
+	case resp.StateUnchanged:
 		res.State = given
+	case res.Status != StatusOK && e.rollback(req):
+		note := "rolled back (on_error: rollback): the session keeps its state from before this call"
+		res.State, res.StateFromRun, res.StateError = given, false, &note
 	case res.State != nil:
 		if err := CheckState(res.State, e.limits.MaxStateBytes, e.limits.MaxStateRaw); err != nil {
 			note := "state not kept: " + err.(*kiln.Error).Message
@@ -332,6 +365,14 @@ func (e *Executor) accept(res *Result, resp *protocol.Response, given []byte) {
 			res.State, res.StateError = given, &note
 		}
 	}
+}
+
+// rollback tells whether a failed run of req hands back the state it was given.
+func (e *Executor) rollback(req *Request) bool {
+	if req.OnError == "" {
+		return e.limits.RollbackOnError
+	}
+	return req.OnError == OnErrorRollback
 }
 
 // broken reports a sandbox that broke the protocol; kiln treats it as dead.

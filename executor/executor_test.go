@@ -168,7 +168,8 @@ func TestRun(t *testing.T) {
 	tests := []struct {
 		name           string
 		sandbox        *fakeSandbox
-		captureOnError bool
+		onError        string
+		rollbackByDflt bool
 		wantStatus     string
 		wantExit       int
 		wantError      string // "" for a nil error field
@@ -186,40 +187,56 @@ func TestRun(t *testing.T) {
 			wantStatus: StatusOK, wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
-			name: "error keeps the input state",
+			name: "error keeps the state it left, as a notebook does",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ZeroDivisionError: division by zero")
 			})},
-			wantStatus: StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "old namespace", wantStdout: "out\n",
+			wantStatus: StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
-			name: "error with CaptureOnError keeps the new state",
+			name: "error with on_error rollback hands back the input state",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
 			})},
-			captureOnError: true,
-			wantStatus:     StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
+			onError:    OnErrorRollback,
+			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
-			name: "REPL soft timeout keeps the input state",
+			name: "error with rollback by default",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
+			})},
+			rollbackByDflt: true,
+			wantStatus:     StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
+		},
+		{
+			name: "on_error keep wins over a rollback default",
+			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
+			})},
+			onError: OnErrorKeep, rollbackByDflt: true,
+			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
+		},
+		{
+			name: "REPL soft timeout keeps the state it left",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusTimeout, 124, str("Time limit exceeded")
 			})},
-			wantStatus: StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "old namespace", wantStdout: "out\n",
+			wantStatus: StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "MemoryError is oom",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("MemoryError: ")
 			})},
-			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace", wantStdout: "out\n",
+			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "a user exception mentioning MemoryError is not oom",
 			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ValueError: MemoryError")
 			})},
-			wantStatus: StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "old namespace", wantStdout: "out\n",
+			wantStatus: StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "exited, OOM-killed",
@@ -282,9 +299,9 @@ func TestRun(t *testing.T) {
 			sb.ready = pythonReady()
 			p := &fakePool{sb: sb}
 			lim := testLimits()
-			lim.CaptureOnError = tt.captureOnError
+			lim.RollbackOnError = tt.rollbackByDflt
 			e := newTestExecutor(p, lim)
-			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true})
+			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true, OnError: tt.onError})
 			if err != nil {
 				t.Fatalf("got error %v, want a result", err)
 			}
@@ -307,6 +324,10 @@ func TestRun(t *testing.T) {
 			}
 			if gotState != tt.wantState {
 				t.Errorf("got state %q, want %q", gotState, tt.wantState)
+			}
+			// A state the run did not leave is always explained.
+			if fromRun := gotState == "new-state" || res.Status == StatusOK; res.StateFromRun != fromRun || !fromRun && res.StateError == nil {
+				t.Errorf("got StateFromRun %v, state_error %v; want %v and a note unless the run left the state", res.StateFromRun, deref(res.StateError), fromRun)
 			}
 			if res.Stdout != tt.wantStdout {
 				t.Errorf("got stdout %q, want %q", res.Stdout, tt.wantStdout)

@@ -49,6 +49,9 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	if !ok {
 		return toolError("unsupported lang %q", in.Lang), executeOut{}, nil
 	}
+	if in.OnError != "" && in.OnError != executor.OnErrorKeep && in.OnError != executor.OnErrorRollback {
+		return toolError("on_error must be %q or %q, got %q", executor.OnErrorKeep, executor.OnErrorRollback, in.OnError), executeOut{}, nil
+	}
 	sid, err := h.target(ctx, st, in.SessionID, false)
 	if err != nil {
 		res, err := h.failure(err)
@@ -71,7 +74,8 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	var forget func()
 	var shown []*store.File // figures the run showed, stored as they came
 	sreq := session.ExecRequest{
-		Request:   executor.Request{Lang: lng, Code: in.Code, CaptureState: true, Timeout: timeout(in.TimeoutMS), ExecutionID: kiln.NewID()},
+		Request: executor.Request{Lang: lng, Code: in.Code, CaptureState: true, OnError: in.OnError,
+			Timeout: timeout(in.TimeoutMS), ExecutionID: kiln.NewID()},
 		SessionID: sid,
 		Events: func(ev session.Event) {
 			if ev.Type == session.EventStart {

@@ -34,6 +34,7 @@ type fakeRunner struct {
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc
 	states  []string // the state each run was given
+	onError []string // each run's on_error
 	ended   chan string
 }
 
@@ -43,6 +44,7 @@ func (f *fakeRunner) Run(ctx context.Context, req executor.Request) (*executor.R
 	f.mu.Lock()
 	f.cancels[req.ExecutionID] = cancel
 	f.states = append(f.states, string(req.State))
+	f.onError = append(f.onError, req.OnError)
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,27 @@ func TestExecuteDefaultSessionKeepsState(t *testing.T) {
 	_, other := call[execOut](t, e.connect(t, testKey, nil), "execute", map[string]any{"code": "print hi"})
 	if other.SessionID == first.SessionID {
 		t.Errorf("a second MCP session shares the default session %s", first.SessionID)
+	}
+}
+
+// on_error reaches the run as sent; a value that is neither keep nor rollback is the
+// tool's error, with no run.
+func TestExecuteOnError(t *testing.T) {
+	e := newEnv(t)
+	cs := e.connect(t, testKey, nil)
+	for _, v := range []string{"", "keep", "rollback"} {
+		if res, out := call[execOut](t, cs, "execute", map[string]any{"code": "fail boom", "on_error": v}); out.Status != "error" {
+			t.Fatalf("on_error %q: got %+v (%s), want a run that ends in error", v, out, text(res))
+		}
+	}
+	res, _ := call[execOut](t, cs, "execute", map[string]any{"code": "print x", "on_error": "undo"})
+	if !res.IsError || !strings.Contains(text(res), "on_error must be") {
+		t.Errorf("on_error undo: got %s, want the tool's error", text(res))
+	}
+	e.runner.mu.Lock()
+	defer e.runner.mu.Unlock()
+	if !slices.Equal(e.runner.onError, []string{"", "keep", "rollback"}) {
+		t.Errorf("the runs got on_error %q, want the three sent and no fourth run", e.runner.onError)
 	}
 }
 

@@ -32,6 +32,7 @@ type executeIn struct {
 	Lang      string `json:"lang,omitempty" jsonschema:"python (default), bash, or another language the deployment runs: js ts c cpp java php rs go d f90 r with its polyglot pool. State is Python's alone."`
 	SessionID string `json:"session_id,omitempty" jsonschema:"The session to run in. Omit it to use this connection's default session, which keeps its variables between calls."`
 	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"How long the code may run, in milliseconds; kiln's default and maximum apply."`
+	OnError   string `json:"on_error,omitempty" jsonschema:"keep (default): a run that fails keeps the variables it bound before the error, as a notebook does. rollback: a failed run leaves the session exactly as before the call."`
 }
 
 type sessionIn struct {

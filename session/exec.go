@@ -157,9 +157,10 @@ func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest,
 	return out, nil
 }
 
-// saveState keeps what the run captured and reports whether it wrote. The executor
-// hands back the state it was given when a run fails (unless STATE_CAPTURE_ON_ERROR); a
-// successful capture with no state and no note means the namespace is now empty.
+// saveState keeps the state the run ended with and reports whether it wrote. The
+// executor hands back the state it was given when the run rolled back or its sandbox
+// ended before it could say; a state the run left that is nil means the namespace now
+// holds nothing to keep, so the session's is dropped: never an older one.
 func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) (bool, error) {
 	switch {
 	case !req.CaptureState, req.Lang != executor.LangPython: // state is Python's alone
@@ -171,7 +172,7 @@ func (s *Service) saveState(ctx context.Context, sess *store.Session, req execut
 			return false, fmt.Errorf("save state: %w", err)
 		}
 		return true, nil
-	case res.Status == executor.StatusOK && res.StateError == nil && sess.HasState:
+	case res.StateFromRun && sess.HasState:
 		if err := s.store.DeleteState(ctx, sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, fmt.Errorf("drop state: %w", err)
 		}

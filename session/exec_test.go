@@ -354,6 +354,7 @@ func TestExecState(t *testing.T) {
 			if tt.runState != "" {
 				e.run.result.State = []byte(tt.runState)
 			}
+			e.run.result.StateFromRun = true
 			req := execReq()
 			req.SessionID = sess.ID
 			req.CaptureState = !tt.noCapture
@@ -378,25 +379,42 @@ func TestExecState(t *testing.T) {
 	}
 }
 
-// A run whose state could not be kept (a note in state_error) leaves the old one.
-func TestExecStateNoteKeepsOldState(t *testing.T) {
-	e := newEnv(t, testLimits)
-	sess := e.session(t, alice, "")
-	e.putState(t, sess.ID, "S1")
-	note := "state dropped: 100 bytes compressed, over the limit of 50"
-	e.run.result.StateError = &note
-	req := execReq()
-	req.SessionID = sess.ID
-	req.CaptureState = true
-	res, err := e.svc.Exec(t.Context(), alice, req)
-	if err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	if got := e.state(t, sess.ID); string(got) != "S1" {
-		t.Errorf("stored state = %q, want the old S1", got)
-	}
-	if !res.Session.HasState {
-		t.Error("result session HasState = false, want true")
+// A run whose sandbox ended before it could say (the state handed back is the one it
+// was given, with a note) leaves the old state; a run that answered with no state,
+// whatever its notes, leaves none: never an older one.
+func TestExecStateNotes(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		fromRun   bool
+		wantAfter string
+	}{
+		{"the sandbox ended: the state before the call", false, "S1"},
+		{"the run kept nothing: no state", true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testLimits)
+			sess := e.session(t, alice, "")
+			e.putState(t, sess.ID, "S1")
+			note := "not kept (unpicklable): gen (generator)"
+			e.run.result.StateError = &note
+			e.run.result.StateFromRun = tt.fromRun
+			if !tt.fromRun {
+				e.run.result.State = []byte("S1") // what the executor hands back: the state it was given
+			}
+			req := execReq()
+			req.SessionID = sess.ID
+			req.CaptureState = true
+			res, err := e.svc.Exec(t.Context(), alice, req)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if got := e.state(t, sess.ID); string(got) != tt.wantAfter {
+				t.Errorf("stored state = %q, want %q", got, tt.wantAfter)
+			}
+			if got, want := res.Session.HasState, tt.wantAfter != ""; got != want {
+				t.Errorf("result session HasState = %v, want %v", got, want)
+			}
+		})
 	}
 }
 

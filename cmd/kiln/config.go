@@ -72,7 +72,11 @@ type Config struct {
 	StateMaxRawMB         int64 `envconfig:"STATE_MAX_RAW_MB"`
 	MaxFileSizeMB         int64 `envconfig:"MAX_FILE_SIZE_MB"`
 	MaxOutputFiles        int   `envconfig:"MAX_OUTPUT_FILES" default:"20"`
-	StateCaptureOnError   bool  `envconfig:"STATE_CAPTURE_ON_ERROR" default:"false"`
+	// StateOnError is what a failed run leaves of a session's state when the request does
+	// not choose: "keep" (what it bound before the error) or "rollback". The older
+	// STATE_CAPTURE_ON_ERROR (true: keep, false: rollback) is read when it is not set.
+	StateOnError        string `envconfig:"STATE_ON_ERROR"`
+	StateCaptureOnError string `envconfig:"STATE_CAPTURE_ON_ERROR"`
 
 	DataDir            string  `envconfig:"DATA_DIR" default:"./data"`
 	RedisURL           string  `envconfig:"REDIS_URL"`
@@ -143,6 +147,12 @@ func (c *Config) derive() {
 	orDerived(&c.StateMaxRawMB, mem/8)
 	orDerived(&c.StateMaxSizeMB, min(64, c.StateMaxRawMB))
 	orDerived(&c.MaxOutputKB, min(1024, mem*8))
+	if c.StateOnError == "" {
+		c.StateOnError = "keep"
+		if v, err := strconv.ParseBool(c.StateCaptureOnError); err == nil && !v {
+			c.StateOnError = "rollback"
+		}
+	}
 	if c.SandboxWarmHeapMB < 0 {
 		c.SandboxWarmHeapMB = min(64, mem/16)
 	}
@@ -197,6 +207,11 @@ func (c Config) Validate() error {
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB (%d) must be at least 1 and STATE_MAX_RAW_MB (%d) at least as large", c.StateMaxSizeMB, c.StateMaxRawMB)
 	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
 	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
+	check(c.StateOnError == "keep" || c.StateOnError == "rollback", "STATE_ON_ERROR must be keep or rollback, got %q", c.StateOnError)
+	if c.StateCaptureOnError != "" {
+		_, err := strconv.ParseBool(c.StateCaptureOnError)
+		check(err == nil, "STATE_CAPTURE_ON_ERROR must be true or false, got %q (it is replaced by STATE_ON_ERROR)", c.StateCaptureOnError)
+	}
 	check(c.SessionTTLHours > 0, "SESSION_TTL_HOURS must be above 0, got %g", c.SessionTTLHours)
 	check(c.MaxFilesPerSession >= 1, "MAX_FILES_PER_SESSION must be at least 1, got %d", c.MaxFilesPerSession)
 	check(c.MaxUploadMB >= c.MaxFileSizeMB, "MAX_UPLOAD_MB (%d) must be at least MAX_FILE_SIZE_MB (%d)", c.MaxUploadMB, c.MaxFileSizeMB)

@@ -63,7 +63,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"INTERRUPT_GRACE_MS", c.InterruptGraceMS, int64(2000)},
 		{"AUTO_FIGURES", c.AutoFigures, true},
 		{"MAX_TIMEOUT_MS", c.MaxTimeoutMS, int64(300000)},
-		{"STATE_CAPTURE_ON_ERROR", c.StateCaptureOnError, false},
+		{"STATE_ON_ERROR", c.StateOnError, "keep"},
 		{"SANDBOX_TMP_MB is derived", c.SandboxTmpMB, int64(64)},
 		{"SANDBOX_DATA_MB is derived", c.SandboxDataMB, int64(128)},
 		{"MAX_FILE_SIZE_MB is derived", c.MaxFileSizeMB, int64(25)},
@@ -101,6 +101,23 @@ func TestLoadConfigEnv(t *testing.T) {
 			t.Errorf("got keys %q, want [a b]", c.APIKeys)
 		}
 	})
+	t.Run("on error", func(t *testing.T) {
+		for _, tt := range []struct{ onError, old, want string }{
+			{"", "", "keep"},
+			{"rollback", "", "rollback"},
+			{"", "false", "rollback"}, // the older variable, as it was meant
+			{"", "true", "keep"},
+			{"keep", "false", "keep"}, // the newer one wins
+		} {
+			cleanEnv(t)
+			t.Setenv("STATE_ON_ERROR", tt.onError)
+			t.Setenv("STATE_CAPTURE_ON_ERROR", tt.old)
+			c, err := LoadConfig()
+			if err != nil || c.StateOnError != tt.want {
+				t.Errorf("STATE_ON_ERROR=%q STATE_CAPTURE_ON_ERROR=%q: got %q, %v; want %q", tt.onError, tt.old, c.StateOnError, err, tt.want)
+			}
+		}
+	})
 	t.Run("keys file", func(t *testing.T) {
 		cleanEnv(t)
 		path := filepath.Join(t.TempDir(), "keys")
@@ -125,6 +142,8 @@ func TestLoadConfigEnv(t *testing.T) {
 		{"not a boolean", "REPL_ENABLED", "sometimes", "REPL_ENABLED"},
 		{"out of range", "POOL_SIZE", "0", "POOL_SIZE must be between 1 and 256, got 0"},
 		{"bad level", "LOG_LEVEL", "loud", `LOG_LEVEL must be debug, info, warn or error, got "loud"`},
+		{"bad on-error", "STATE_ON_ERROR", "undo", `STATE_ON_ERROR must be keep or rollback, got "undo"`},
+		{"bad old on-error", "STATE_CAPTURE_ON_ERROR", "maybe", "STATE_CAPTURE_ON_ERROR must be true or false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -79,16 +79,17 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 	}
 
 	// A state the run builds in its sandbox. kiln sends its raw cap with the request,
-	// and the REPL stops pickling there: the state is not kept, state_error says so, and
-	// the run is ok. 200 MiB would not fit twice in 512 MB: before the REPL's pickle was
-	// bounded, the same run ended as oom. Either way the session keeps its old state.
+	// and the REPL stops pickling there: the name over the cap is not kept, state_error
+	// names it with its size, the names that fit are kept and the run is ok. 200 MiB would
+	// not fit twice in 512 MB: before the REPL's pickle was bounded, the same run ended as
+	// oom.
 	for _, tt := range []struct {
 		mb         int
 		status     string
 		stateError string
 	}{
-		{100, "ok", "state dropped: over the limit of 67108864 bytes before compression"},
-		{200, "ok", "state dropped: over the limit of 67108864 bytes before compression"},
+		{100, "ok", "not kept (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
+		{200, "ok", "not kept (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
 	} {
 		t.Run("a run that builds "+strconv.Itoa(tt.mb)+" MiB of state", func(t *testing.T) {
 			r := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid,
@@ -100,11 +101,11 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 				t.Errorf("state_error %q, want it to say %q", got, tt.stateError)
 			}
 			if r.body.StateSize != first.body.StateSize {
-				t.Errorf("state_size %d, want the %d the session had", r.body.StateSize, first.body.StateSize)
+				t.Errorf("state_size %d, want the %d the session had: the same names, x left out", r.body.StateSize, first.body.StateSize)
 			}
 			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())"})
 			if next.err != nil || next.body.Status != "ok" || next.body.Stdout != "41 False\n" {
-				t.Errorf("the next run got %d %+v (err %v), want 41 False: the old state, without x", next.status, next.body, next.err)
+				t.Errorf("the next run got %d %+v (err %v), want 41 False: y kept, x absent", next.status, next.body, next.err)
 			}
 		})
 	}

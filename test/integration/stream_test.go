@@ -170,8 +170,8 @@ func TestCancelSleepKeepsTheSession(t *testing.T) {
 		t.Errorf("got %s %d %q (error %s), want cancelled 130 with the output so far", done.Status, done.ExitCode, done.Stdout, kilntest.Str(done.Error))
 	}
 	after := run(t, map[string]any{"session_id": first.SessionID, "code": "x + 1"})
-	if kilntest.Str(after.Result) != "42" {
-		t.Errorf("x + 1 after the cancel = %s, want 42: the session keeps the state from before the run", kilntest.Str(after.Result))
+	if kilntest.Str(after.Result) != "1" {
+		t.Errorf("x + 1 after the cancel = %s, want 1: an interrupted run keeps what it bound before the interrupt, as a notebook cell does", kilntest.Str(after.Result))
 	}
 	_, eid := s.events[0].Start()
 	if c, err := srv.Cancel(eid); err != nil || c != http.StatusConflict {

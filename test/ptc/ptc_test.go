@@ -344,23 +344,34 @@ func TestSessionKeepsCompletedProgramState(t *testing.T) {
 	}
 }
 
-// A program that fails leaves the session's state as it was before it, as /exec does.
-func TestSessionDropsFailedProgramState(t *testing.T) {
-	base := execute(t, map[string]any{"code": "keep = 1"})
-	a := start(t, map[string]any{
-		"code":       "r = await value()\nlost = r\nraise RuntimeError('boom after ' + r)",
-		"tools":      []any{toolDef("value")},
-		"session_id": base.SessionID,
-	})
-	code, failed := resume(t, keyA, a.ContinuationToken, result(a.ToolCalls[0], "assigning"))
-	if code != http.StatusOK || failed.Status != "error" || failed.RunStatus != "error" || failed.ExitCode == 0 ||
-		failed.SessionID != base.SessionID || !strings.Contains(failed.Stderr, "RuntimeError: boom after assigning") || failed.Error == "" {
-		t.Fatalf("a program that raises: status %d, want 200 with status error, run_status error, an exit code, an error, "+
-			"the traceback and session %s: %s", code, base.SessionID, failed)
-	}
-	out := execute(t, map[string]any{"code": "print(keep, 'lost' in globals())", "session_id": base.SessionID})
-	if out.Status != "ok" || out.Stdout != "1 False\n" {
-		t.Fatalf("after the failed program: status %q stdout %q stderr %q, want the state from before it (1 False)", out.Status, out.Stdout, out.Stderr)
+// A program that fails keeps what it bound before the error, as /exec does (a
+// notebook's rule); with on_error rollback it leaves the session as it was before it.
+func TestSessionKeepsFailedProgramState(t *testing.T) {
+	for _, tt := range []struct {
+		onError, want string
+	}{{"", "1 True\n"}, {"rollback", "1 False\n"}} {
+		t.Run("on_error="+tt.onError, func(t *testing.T) {
+			base := execute(t, map[string]any{"code": "keep = 1"})
+			body := map[string]any{
+				"code":       "r = await value()\nlost = r\nraise RuntimeError('boom after ' + r)",
+				"tools":      []any{toolDef("value")},
+				"session_id": base.SessionID,
+			}
+			if tt.onError != "" {
+				body["on_error"] = tt.onError
+			}
+			a := start(t, body)
+			code, failed := resume(t, keyA, a.ContinuationToken, result(a.ToolCalls[0], "assigning"))
+			if code != http.StatusOK || failed.Status != "error" || failed.RunStatus != "error" || failed.ExitCode == 0 ||
+				failed.SessionID != base.SessionID || !strings.Contains(failed.Stderr, "RuntimeError: boom after assigning") || failed.Error == "" {
+				t.Fatalf("a program that raises: status %d, want 200 with status error, run_status error, an exit code, an error, "+
+					"the traceback and session %s: %s", code, base.SessionID, failed)
+			}
+			out := execute(t, map[string]any{"code": "print(keep, 'lost' in globals())", "session_id": base.SessionID})
+			if out.Status != "ok" || out.Stdout != tt.want {
+				t.Fatalf("after the failed program: status %q stdout %q stderr %q, want %q", out.Status, out.Stdout, out.Stderr, tt.want)
+			}
+		})
 	}
 }
 
