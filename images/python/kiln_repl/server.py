@@ -286,6 +286,7 @@ class Server:
                 if request.tools:
                     stubs = self.install_stubs(request, deadline)
                 self.imports |= cell.imports
+                self.settings.saw(request.code)
                 self.interrupter.enter_cell(cell.body, cell.final)
                 if request.tools:
                     value = run_coroutine(evaluate(cell.body, cell.final, self.namespace))

@@ -27,16 +27,29 @@ _MISSING = object()
 MPL_OWN_KEYS = frozenset({"backend", "backend_fallback"})
 
 
+def copied(current: Any, baseline: Any) -> Any:
+    """What a setting without a diff keeps: a copy of the whole of it (a list the process
+    goes on changing, such as sys.path, must not change the copy)."""
+    return copy.copy(current)
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One setting: read returns its value (None when there is nothing to read: values are
-    plain data that compare with ==), diff is what to keep of it against the baseline and
-    apply puts that back."""
+    """One setting. read returns its value as the process holds it, without copying (None
+    when there is nothing to read), equal compares it with the baseline, a copy taken once
+    (snapshot); diff is what to keep of it, made anew, and apply puts that back. Every
+    capture reads every setting, so reading and comparing must cost microseconds."""
 
     name: str
     read: Callable[[], Any]
     apply: Callable[[Any], None]
-    diff: Callable[[Any, Any], Any] = lambda current, baseline: current
+    diff: Callable[[Any, Any], Any] = copied
+    equal: Callable[[Any, Any], bool] = lambda current, baseline: bool(current == baseline)
+    snapshot: Callable[[Any], Any] = copy.deepcopy
+    # cue, when set, is a word without which no code can change the setting: it is read only
+    # once a run's code has held it (numpy's generator costs tens of microseconds to read,
+    # and only code that names numpy.random can seed it).
+    cue: str | None = None
     # A late setting is put back after the names: the working directory, so that modules
     # are imported again from where the code imported them.
     late: bool = False
@@ -53,14 +66,22 @@ def loaded(name: str) -> Any:
 # matplotlib: rcParams holds every style setting (plt.style.use, sns.set_theme, rc(...)).
 # dict's own methods read the stored values without RcParams' per-key validation.
 
-def read_rc() -> dict[str, Any] | None:
+def read_rc() -> Any:
     mpl = loaded("matplotlib")
-    return None if mpl is None else copy.deepcopy(dict(dict.items(mpl.rcParams)))
+    return None if mpl is None else mpl.rcParams
 
 
-def diff_rc(current: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+def snapshot_rc(rc: Any) -> dict[str, Any]:
+    return copy.deepcopy(dict(dict.items(rc)))
+
+
+def equal_rc(rc: Any, baseline: dict[str, Any] | None) -> bool:
+    return baseline is not None and dict.__eq__(rc, baseline) is True
+
+
+def diff_rc(current: Any, baseline: dict[str, Any] | None) -> dict[str, Any]:
     base = baseline or {}
-    return {key: value for key, value in current.items()
+    return {key: copy.deepcopy(value) for key, value in dict.items(current)
             if key not in MPL_OWN_KEYS and base.get(key, _MISSING) != value}
 
 
@@ -113,7 +134,7 @@ def read_pandas() -> dict[str, Any] | None:
         return None
     from pandas._config import config
 
-    options: dict[str, Any] = copy.deepcopy(config._global_config)
+    options: dict[str, Any] = config._global_config
     return options
 
 
@@ -149,12 +170,12 @@ def apply_pandas(diff: dict[str, Any]) -> None:
 
 def read_printoptions() -> dict[str, Any] | None:
     numpy = loaded("numpy")
-    return None if numpy is None else numpy.get_printoptions()
+    return None if numpy is None else numpy.get_printoptions()  # a new dict each time
 
 
 def diff_dict(current: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
     base = baseline or {}
-    return {key: value for key, value in current.items() if base.get(key, _MISSING) != value}
+    return {key: copy.deepcopy(value) for key, value in current.items() if base.get(key, _MISSING) != value}
 
 
 def default_printoptions() -> dict[str, Any]:
@@ -275,18 +296,19 @@ def read_cwd() -> str | None:
 
 
 SETTINGS = [
-    Setting("matplotlib.rcParams", read_rc, apply_rc, diff=diff_rc, default=default_rc),
+    Setting("matplotlib.rcParams", read_rc, apply_rc, diff=diff_rc, equal=equal_rc, snapshot=snapshot_rc,
+            default=default_rc),
     Setting("matplotlib.colormaps", read_colormap_names, apply_colormaps, diff=diff_colormaps,
             default=default_colormap_names),
     Setting("pandas.options", read_pandas, apply_pandas, diff=diff_pandas, default=default_pandas),
     Setting("numpy.printoptions", read_printoptions, apply_printoptions, diff=diff_dict, default=default_printoptions),
     Setting("numpy.errstate", read_errstate, apply_errstate, diff=diff_dict, default=default_errstate),
-    Setting("numpy.random", read_numpy_random, apply_numpy_random),
+    Setting("numpy.random", read_numpy_random, apply_numpy_random, cue="random"),
     Setting("sklearn.config", read_sklearn, apply_sklearn, diff=diff_dict, default=default_sklearn),
     Setting("random", read_random, apply_random),
-    Setting("warnings.filters", lambda: list(warnings.filters), apply_warning_filters),
+    Setting("warnings.filters", lambda: warnings.filters, apply_warning_filters),
     Setting("os.environ", lambda: dict(os.environ), apply_environ, diff=diff_environ),
-    Setting("sys.path", lambda: list(sys.path), apply_path),
+    Setting("sys.path", lambda: sys.path, apply_path),
     Setting("cwd", read_cwd, os.chdir, late=True),
     Setting("sys.recursionlimit", sys.getrecursionlimit, sys.setrecursionlimit),
 ]
@@ -298,23 +320,32 @@ class Settings:
     def __init__(self, settings: list[Setting] | None = None) -> None:
         self.settings = SETTINGS if settings is None else settings
         self.baseline: dict[str, Any] = {}
+        self.cued: set[str] = set()  # the settings with a cue that code has given
+
+    def saw(self, code: str) -> None:
+        """Notes the code of a run: the settings whose cue it holds are read from now on."""
+        self.cued.update(setting.name for setting in self.settings if setting.cue and setting.cue in code)
 
     def mark_baseline(self) -> None:
         """Takes the values a session that changed nothing would carry: called once the
         process is ready, before any user code."""
-        self.baseline = {setting.name: setting.read() for setting in self.settings}
+        for setting in self.settings:
+            current = setting.read()
+            self.baseline[setting.name] = None if current is None else setting.snapshot(current)
 
     def capture(self) -> dict[str, Any]:
         """The settings that differ from the baseline, by name, as apply takes them."""
         kept: dict[str, Any] = {}
         for setting in self.settings:
+            if setting.cue and setting.name not in self.cued:
+                continue
             current = setting.read()
             if current is None:
                 continue
             baseline = self.baseline.get(setting.name)
             if baseline is None and setting.default is not None:
                 baseline = self.baseline[setting.name] = setting.default()
-            if current == baseline:
+            if setting.equal(current, baseline):
                 continue
             if (value := setting.diff(current, baseline)) not in ({}, []):
                 kept[setting.name] = value
@@ -329,6 +360,7 @@ class Settings:
             setting = by_name.get(name)
             if setting is None or setting.late != late:
                 continue  # or a setting this REPL does not know: a newer state, nothing to do
+            self.cued.add(name)  # a session that changed it goes on being read
             try:
                 setting.apply(value)
             except Exception as exc:
