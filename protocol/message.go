@@ -129,6 +129,16 @@ type Request struct {
 	// Tools are the client's tools the code may call; a call comes as an
 	// EventToolCalls event and is answered with EncodeToolResults.
 	Tools []Tool
+	// Live says the sandbox goes on serving its session after this request: what a
+	// capture cannot keep stays in its namespace, and its notes say so.
+	Live bool
+	// StateBase is the StateToken of the capture the host holds stored, when it
+	// does: against it the REPL can answer that a state is unchanged without one in
+	// the request (a live session's sandbox holds its namespace already).
+	StateBase string
+	// DeleteFiles are paths under /mnt/data to remove before the run: files of the
+	// session that a live sandbox holds and the session no longer does.
+	DeleteFiles []string
 }
 
 // Event is something a run said before its result: a chunk of output, or a figure
@@ -158,10 +168,18 @@ type Response struct {
 	// brought, which the REPL did not send back.
 	StateUnchanged bool
 	StateError     *string
-	Files          []File
-	FilesError     *string
-	Truncated      bool
-	DurationMS     int64
+	// StateToken names the state this capture left (sent back or unchanged): a host
+	// that stored it sends it as the next request's StateBase.
+	StateToken string
+	Files      []File
+	FilesError *string
+	// DeletedFiles are the regular files present when the run began that it removed.
+	DeletedFiles []string
+	Truncated    bool
+	DurationMS   int64
+	// MemoryBytes is the REPL process's resident memory after the run, when the
+	// request was Live.
+	MemoryBytes int64
 }
 
 // blob names one payload in a header.
@@ -191,6 +209,9 @@ type requestHeader struct {
 	Events       bool      `json:"events,omitempty"`
 	Figures      bool      `json:"figures,omitempty"`
 	Tools        []Tool    `json:"tools,omitempty"`
+	Live         bool      `json:"live,omitempty"`
+	StateBase    string    `json:"state_base,omitempty"`
+	DeleteFiles  []string  `json:"delete_files,omitempty"`
 }
 
 // controlHeader is an interrupt.
@@ -213,10 +234,13 @@ type responseHeader struct {
 	State          *blob     `json:"state"`
 	StateUnchanged bool      `json:"state_unchanged"`
 	StateError     *string   `json:"state_error"`
+	StateToken     string    `json:"state_token,omitempty"`
 	Files          []fileRef `json:"files"`
 	FilesError     *string   `json:"files_error"`
+	DeletedFiles   []string  `json:"deleted_files,omitempty"`
 	Truncated      bool      `json:"truncated"`
 	DurationMS     int64     `json:"duration_ms"`
+	MemoryBytes    int64     `json:"memory_bytes,omitempty"`
 	// Events' members.
 	Stream string `json:"stream,omitempty"`
 	Text   string `json:"text,omitempty"`
@@ -254,7 +278,8 @@ func EncodeRequest(r *Request) (net.Buffers, error) {
 	header, err := json.Marshal(requestHeader{
 		Binary: total, ID: r.ID, Op: r.Op, Lang: r.Lang, Code: r.Code, Args: r.Args,
 		State: state, CaptureState: r.CaptureState, TimeoutMS: r.TimeoutMS, Files: files, Limits: r.Limits,
-		Events: r.Events, Figures: r.Figures, Tools: r.Tools,
+		Events: r.Events, Figures: r.Figures, Tools: r.Tools, Live: r.Live, StateBase: r.StateBase,
+		DeleteFiles: r.DeleteFiles,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -307,7 +332,8 @@ func DecodeRequest(f Frame) (*Request, error) {
 	return &Request{
 		ID: h.ID, Op: h.Op, Lang: h.Lang, Code: h.Code, Args: h.Args, State: state,
 		CaptureState: h.CaptureState, TimeoutMS: h.TimeoutMS, Files: files, Limits: h.Limits,
-		Events: h.Events, Figures: h.Figures, Tools: h.Tools,
+		Events: h.Events, Figures: h.Figures, Tools: h.Tools, Live: h.Live, StateBase: h.StateBase,
+		DeleteFiles: h.DeleteFiles,
 	}, nil
 }
 
@@ -318,8 +344,9 @@ func EncodeResponse(r *Response) (net.Buffers, error) {
 	header, err := json.Marshal(responseHeader{
 		Binary: total, ID: r.ID, Type: "result", Status: r.Status, ExitCode: r.ExitCode,
 		Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, Result: r.Result,
-		State: state, StateUnchanged: r.StateUnchanged, StateError: r.StateError,
-		Files: files, FilesError: r.FilesError, Truncated: r.Truncated, DurationMS: r.DurationMS,
+		State: state, StateUnchanged: r.StateUnchanged, StateError: r.StateError, StateToken: r.StateToken,
+		Files: files, FilesError: r.FilesError, DeletedFiles: r.DeletedFiles, Truncated: r.Truncated,
+		DurationMS: r.DurationMS, MemoryBytes: r.MemoryBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode response: %w", err)
@@ -469,6 +496,9 @@ func decodeResult(h *responseHeader, f Frame, lim Limits) (*Response, error) {
 	if lim.MaxStateBytes > 0 && h.State != nil && h.State.Size > lim.MaxStateBytes {
 		return nil, fmt.Errorf("%w: state of %d bytes over its limit", ErrMalformed, h.State.Size)
 	}
+	if len(h.DeletedFiles) > maxDeletedFiles {
+		return nil, fmt.Errorf("%w: %d deleted files reported", ErrMalformed, len(h.DeletedFiles))
+	}
 	if lim.MaxFiles > 0 && len(h.Files) > lim.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files over the limit of %d", ErrMalformed, len(h.Files), lim.MaxFiles)
 	}
@@ -487,10 +517,14 @@ func decodeResult(h *responseHeader, f Frame, lim Limits) (*Response, error) {
 	return &Response{
 		ID: h.ID, Status: h.Status, ExitCode: h.ExitCode, Stdout: h.Stdout, Stderr: h.Stderr,
 		Error: h.Error, Result: h.Result, State: state, StateUnchanged: h.StateUnchanged,
-		StateError: h.StateError, Files: files, FilesError: h.FilesError, Truncated: h.Truncated,
-		DurationMS: h.DurationMS,
+		StateError: h.StateError, StateToken: h.StateToken, Files: files, FilesError: h.FilesError,
+		DeletedFiles: h.DeletedFiles, Truncated: h.Truncated, DurationMS: h.DurationMS, MemoryBytes: h.MemoryBytes,
 	}, nil
 }
+
+// maxDeletedFiles bounds the deleted files one result may report: a run that removes
+// more removed what the session could hold many times over.
+const maxDeletedFiles = 10000
 
 // maxCallsPerEvent bounds the calls of one tool_calls event.
 const maxCallsPerEvent = 1000

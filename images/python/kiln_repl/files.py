@@ -34,22 +34,35 @@ def relative_parts(path: str) -> list[str]:
     return parts
 
 
-def write_input_file(data_dir: str, item: InputFile) -> None:
-    """Writes one input file, walking down with directory fds so that no symlink is followed."""
-    parts = relative_parts(item.path)
+def open_parent(data_dir: str, parts: list[str], create: bool) -> int:
+    """Opens the directory that holds the last of parts, walking down from data_dir with
+    directory fds so that no symlink is followed; missing directories are made when create.
+    The caller closes the fd."""
     dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for part in parts[:-1]:
-            try:
-                os.mkdir(part, 0o755, dir_fd=dir_fd)
-            except FileExistsError:
-                pass
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=dir_fd)
+                except FileExistsError:
+                    pass
             try:
                 next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
             except OSError:
                 raise PathRefused(f"{part!r} is a symlink or not a directory") from None
             os.close(dir_fd)
             dir_fd = next_fd
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd
+
+
+def write_input_file(data_dir: str, item: InputFile) -> None:
+    """Writes one input file, walking down with directory fds so that no symlink is followed."""
+    parts = relative_parts(item.path)
+    dir_fd = open_parent(data_dir, parts, create=True)
+    try:
         # O_NONBLOCK: a FIFO left in the way must fail, not hang.
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
@@ -61,6 +74,24 @@ def write_input_file(data_dir: str, item: InputFile) -> None:
                 raise PathRefused("not a regular file")
             handle.truncate(0)
             handle.write(item.content)
+    finally:
+        os.close(dir_fd)
+
+
+def remove_file(data_dir: str, path: str) -> None:
+    """Removes one file (or the symlink in its place) under data_dir, following no symlink on
+    the way; a file already gone is no error."""
+    parts = relative_parts(path)
+    try:
+        dir_fd = open_parent(data_dir, parts, create=False)
+    except PathRefused:
+        return  # a directory on the way is gone: so is the file
+    try:
+        os.unlink(parts[-1], dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise PathRefused(f"cannot be removed ({exc.strerror})") from None
     finally:
         os.close(dir_fd)
 
@@ -101,12 +132,15 @@ def read_regular_file(name: str, dir_fd: int, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
-def collect_files(data_dir: str, before: Snapshot, limits: Limits) -> tuple[list[OutputFile], list[str]]:
-    """Returns the regular files that are new or changed since before, within the caps, and
-    one line for each kind of file left out."""
+def collect_files(data_dir: str, before: Snapshot,
+                  limits: Limits) -> tuple[list[OutputFile], list[str], list[str]]:
+    """Returns the regular files that are new or changed since before, within the caps, one
+    line for each kind of file left out, and the files of before that are gone."""
     files: list[OutputFile] = []
     too_big, too_many, unreadable = [], [], []
+    seen = set()
     for path, name, dir_fd, info in walk_regular_files(data_dir):
+        seen.add(path)
         if before.get(path) == fingerprint(info):
             continue
         if info.st_size > limits.max_file_bytes:
@@ -131,7 +165,7 @@ def collect_files(data_dir: str, before: Snapshot, limits: Limits) -> tuple[list
         problems.append(f"files not returned (over {limits.max_files} files): {list_names(too_many)}")
     if unreadable:
         problems.append(f"files not returned (unreadable): {list_names(unreadable)}")
-    return files, problems
+    return files, problems, sorted(path for path in before if path not in seen)
 
 
 def list_names(names: list[str]) -> str:

@@ -74,6 +74,9 @@ class Request:
     figures: bool = False  # save matplotlib figures as files (Python)
     tools: list[Tool] = field(default_factory=list)  # the client's tools the code may call
     results: memoryview = NO_BYTES  # tool_results: the JSON list of results, the one payload
+    live: bool = False  # the sandbox goes on serving its session (a live session)
+    state_base: str = ""  # the state_token of the capture the host holds, if it holds one
+    delete_files: list[str] = field(default_factory=list)  # paths to remove before the run
 
 
 class BadRequest(Exception):
@@ -103,10 +106,13 @@ class Result:
     state: bytes | None = None
     state_unchanged: bool = False
     state_error: str | None = None
+    state_token: str | None = None  # names the state this capture left, sent back or unchanged
     files: list[OutputFile] = field(default_factory=list)
     files_error: str | None = None
+    deleted_files: list[str] = field(default_factory=list)  # files present when the run began that it removed
     truncated: bool = False
     duration_ms: int = 0
+    memory_bytes: int = 0  # the process's resident memory after a live request's run
 
     def to_message(self) -> dict[str, Any]:
         """The header's members after "binary", in the order of the fields."""
@@ -201,13 +207,18 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
     events = expect(message.get("events") or False, bool, "events")
     figures = expect(message.get("figures") or False, bool, "figures")
     tools = parse_tools(message.get("tools"), lang)
+    live = expect(message.get("live") or False, bool, "live")
+    state_base = expect(message.get("state_base") or "", str, "state_base")
+    delete_files = [expect(path, str, "delete_files[]")
+                    for path in expect(message.get("delete_files") or [], list, "delete_files")]
     if op == "tool_results":
         # The one payload is the results' JSON: no state, no files.
         return Request(id=request_id, op=op)
     check_sizes(binary, state_size, files, limits)
     return Request(id=request_id, op=op, lang=lang, code=code, args=args, state_size=state_size,
                    capture_state=capture_state, timeout_ms=timeout_ms, files=files, limits=limits,
-                   events=events, figures=figures, tools=tools)
+                   events=events, figures=figures, tools=tools, live=live, state_base=state_base,
+                   delete_files=delete_files)
 
 
 def parse_state(value: Any) -> int | None:

@@ -30,7 +30,8 @@ from kiln_repl.capture import Capture, StdStreams, decode_output
 from kiln_repl.channel import Channel
 from kiln_repl.events import EventStream
 from kiln_repl.figures import FIGURES
-from kiln_repl.files import PathRefused, Snapshot, collect_files, is_within, snapshot, write_input_file
+from kiln_repl.files import (PathRefused, Snapshot, collect_files, is_within, remove_file, snapshot,
+                             write_input_file)
 from kiln_repl.framing import Refused
 from kiln_repl.heap import WARM_HEAP_ENV, configure, warm, warm_size
 from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
@@ -76,6 +77,11 @@ class Server:
         bind_namespace(self.namespace, own_main)
         self.settings = Settings()
         self.imports: set[str] = set()  # the dotted modules of the session's import statements
+        # The last state captured and its token: a live session's next run is compared with
+        # it when the host says (state_base) that it stored that one.
+        self.captured: Loaded | None = None
+        self.captured_token = ""
+        self.captures = 0
         self.preloaded: dict[str, str] = {}
         self.untouched: dict[str, Any] = {}
         seed_matplotlib_cache(logger)
@@ -150,15 +156,18 @@ class Server:
 
     def execute(self, request: Request) -> Result:
         result = Result(id=request.id)
-        input_notes = "".join(f"{note}\n" for note in self.write_inputs(request.files))
+        notes = self.remove_files(request.delete_files) + self.write_inputs(request.files)
+        input_notes = "".join(f"{note}\n" for note in notes)
         before = snapshot(self.data_dir)
-        restored: Loaded | None = None  # the state the run begins with
+        restored: Loaded | None = None  # the state the run begins with, as the host holds it
         if request.lang != "python":
             result.state_unchanged = request.state is not None  # other languages never touch the state
         elif request.state is not None:
             loaded = restore_state(request.state, self.namespace, self.settings)
             restored, self.imports = loaded.snapshot, self.imports | loaded.imports
             result.state_error = "; ".join(loaded.notes) or None
+        elif request.state_base and request.state_base == self.captured_token:
+            restored = self.captured  # a live session: the namespace is here, and the host holds its capture
 
         events = EventStream(request.id, self.channel.send, self.logger) if request.events else None
         if events is not None and input_notes:
@@ -182,6 +191,8 @@ class Server:
             events.close(cut, problems)  # all of them go out before the result
         if request.lang == "python" and request.capture_state:
             self.take_state(result, request, restored)
+        if request.live:
+            result.memory_bytes = resident_bytes()
         return result
 
     def take_output(self, result: Result, outcome: Outcome) -> set[str]:
@@ -199,19 +210,32 @@ class Server:
     def take_files(self, result: Result, before: Snapshot, limits: Limits) -> str:
         """Puts the files the run wrote in result; returns the lines for stderr on those left out."""
         try:
-            result.files, problems = collect_files(self.data_dir, before, limits)
+            result.files, problems, result.deleted_files = collect_files(self.data_dir, before, limits)
         except OSError as exc:
             problems = [f"files could not be collected: {exc}"]
         result.files_error = "; ".join(problems) or None
         return "".join(f"kiln: {problem}\n" for problem in problems)
 
     def take_state(self, result: Result, request: Request, restored: Loaded | None) -> None:
-        result.state, notes = capture_state(self.namespace, self.untouched, request.limits.max_state_bytes, restored,
-                                            request.limits.max_state_raw_bytes, self.settings, self.imports)
+        limits = request.limits
+        result.state, notes, self.captured = capture_state(
+            self.namespace, self.untouched, limits.max_state_bytes, restored, limits.max_state_raw_bytes,
+            self.settings, self.imports, request.live)
+        self.captures += 1
+        self.captured_token = result.state_token = f"{self.pid}-{self.captures}"
         result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
         if result.state is UNCHANGED or (result.state is not None and result.state == request.state):
             # The host keeps the blob it sent: a run that only read its names sends none back.
             result.state, result.state_unchanged = None, True
+
+    def remove_files(self, paths: list[str]) -> list[str]:
+        notes = []
+        for path in paths:
+            try:
+                remove_file(self.data_dir, path)
+            except (PathRefused, OSError) as exc:
+                notes.append(f"kiln: file {path!r} not removed: {exc}")
+        return notes
 
     def write_inputs(self, files: list[InputFile]) -> list[str]:
         notes = []
@@ -347,6 +371,15 @@ class Server:
         finally:
             if tools is not None:
                 tools.close()
+
+
+def resident_bytes() -> int:
+    """The process's resident memory, from /proc; 0 when it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def flush_std_streams() -> None:

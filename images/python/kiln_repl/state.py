@@ -236,47 +236,53 @@ def import_modules(modules: dict[str, str], namespace: dict[str, Any]) -> list[s
 
 def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
                   restored: Loaded | None = None, max_raw: int = 256 << 20,
-                  settings: Settings | None = None, imports: set[str] | frozenset[str] = frozenset()
-                  ) -> tuple[bytes | None, list[str]]:
-    """Returns the state blob (None when there is none, UNCHANGED when it is the state the run
-    began with, restored) and notes on what was left out.
+                  settings: Settings | None = None, imports: set[str] | frozenset[str] = frozenset(),
+                  live: bool = False) -> tuple[bytes | None, list[str], Loaded | None]:
+    """Returns the state blob (None when there is none, UNCHANGED when it is restored, the
+    state the run began with), notes on what was left out, and the state captured as a later
+    capture compares with it (None with no blob).
     max_bytes caps the blob, max_raw the pickle before compression: names are dropped, the
     largest first, until the rest fits. imports are the dotted modules the session's
-    `import a.b` statements named: those under a bound module are imported again on restore."""
+    `import a.b` statements named: those under a bound module are imported again on restore.
+    live says the namespace goes on serving its session: what is left out stays there, and
+    the notes say "kept only while the session is live" rather than "not kept"."""
     import lz4.frame
 
-    names, modules, notes = split_namespace(namespace, untouched)
+    left_out = "kept only while the session is live" if live else "not kept"
+    names, modules, notes = split_namespace(namespace, untouched, left_out)
     packages = {module_name.partition(".")[0] for module_name in modules.values()}
     header: dict[str, Any] = {HEADER_KEY: FORMAT, "modules": modules,
                               "imports": sorted(name for name in imports if name.partition(".")[0] in packages),
                               "settings": {} if settings is None else settings.capture(),
                               "deleted": sorted(name for name in untouched if name not in namespace)}
     if not (names or modules or header["settings"] or header["deleted"]):
-        return None, notes  # nothing to keep: no state (the host drops the session's)
+        return None, notes, None  # nothing to keep: no state (the host drops the session's)
     try:
         pickled, names_at = encode(header, names, namespace, max_raw)
     except Exception:  # too large, or a name that does not pickle: each name on its own tells
         sizes, unpicklable = measure(names, namespace, max_raw)
         if unpicklable:
-            notes.append("not kept (unpicklable): " + ", ".join(unpicklable))
+            notes.append(f"{left_out} (unpicklable): " + ", ".join(unpicklable))
         try:
             try:
                 pickled, names_at = encode(header, names, namespace, max_raw)
             except TooLarge:
-                (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_raw)
+                (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_raw, left_out)
                 notes.append(dropped)
         except Exception as exc:
-            return None, notes + [f"state could not be saved: {describe_exception(exc)}"]
-    if restored is not None and restored.names == memoryview(pickled)[names_at:] and \
-            restored.header == {**header, "names": sorted(names)}:
-        return UNCHANGED, notes  # compressing it again would only make the same blob
+            return None, notes + [f"state could not be saved: {describe_exception(exc)}"], None
+    full_header = {**header, "names": sorted(names)}
+    if restored is not None and restored.names == memoryview(pickled)[names_at:] and restored.header == full_header:
+        return UNCHANGED, notes, restored  # compressing it again would only make the same blob
     compressed: bytes = lz4.frame.compress(pickled)
     if len(compressed) > max_bytes:
         sizes = compressed_sizes(names, namespace, max_raw)
-        (pickled, _), dropped = shrink(header, names, namespace, max_raw, sizes, max_bytes, compressed=True)
+        (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_bytes, left_out,
+                                              compressed=True)
         notes.append(dropped)
         compressed = lz4.frame.compress(pickled)
-    return compressed, notes
+        full_header = {**header, "names": sorted(names)}
+    return compressed, notes, Loaded(full_header, memoryview(pickled)[names_at:])
 
 
 def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any],
@@ -290,7 +296,8 @@ def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
 
 
 def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any], max_raw: int,
-           sizes: dict[str, int], cap: int, compressed: bool = False) -> tuple[tuple[bytearray, int], str]:
+           sizes: dict[str, int], cap: int, left_out: str,
+           compressed: bool = False) -> tuple[tuple[bytearray, int], str]:
     """Drops names from names, the largest first (by sizes), until the state fits in cap bytes
     (its pickle, or compressed its LZ4 frame); returns the pickle as encode does and a note
     that names each dropped one with its size."""
@@ -315,7 +322,7 @@ def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
         dropped.append(name)
     shown = ", ".join(f"{name} ({human_size(sizes.get(name, 0), max_raw)})" for name in dropped)
     kind = "compressed" if compressed else "before compression"
-    return encoded, f"not kept (over the state limit of {human_size(cap)} {kind}): {shown}"
+    return encoded, f"{left_out} (over the state limit of {human_size(cap)} {kind}): {shown}"
 
 
 def measure(names: dict[str, Any], namespace: dict[str, Any], max_raw: int) -> tuple[dict[str, int], list[str]]:
@@ -356,7 +363,8 @@ def human_size(size: int, over: int | None = None) -> str:
     return f"{size} bytes"
 
 
-def split_namespace(namespace: dict[str, Any], untouched: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+def split_namespace(namespace: dict[str, Any], untouched: dict[str, Any],
+                    left_out: str = "not kept") -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """The session's names to pickle, its modules by name, and notes on modules that cannot be
     imported by name (made at run time)."""
     names: dict[str, Any] = {}
@@ -372,7 +380,7 @@ def split_namespace(namespace: dict[str, Any], untouched: dict[str, Any]) -> tup
                 odd.append(f"{name} (module {value.__name__})")
         elif is_kept(name, value, namespace):
             names[name] = value
-    return names, modules, [f"not kept (module not importable by name): {', '.join(odd)}"] if odd else []
+    return names, modules, [f"{left_out} (module not importable by name): {', '.join(odd)}"] if odd else []
 
 
 def is_user_name(name: str) -> bool:

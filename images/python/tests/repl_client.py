@@ -19,7 +19,8 @@ REQUEST_END = b">>> REQUEST_END <<<\n"
 RESPONSE_START = b">>> RESPONSE_START <<<\n"
 RESPONSE_END = b">>> RESPONSE_END <<<\n"
 RESULT_KEYS = {"binary", "id", "type", "status", "exit_code", "stdout", "stderr", "error", "result", "state",
-               "state_unchanged", "state_error", "files", "files_error", "truncated", "duration_ms"}
+               "state_unchanged", "state_error", "state_token", "files", "files_error", "deleted_files", "truncated",
+               "duration_ms", "memory_bytes"}
 
 
 def as_bytes(data: bytes | str) -> bytes:

@@ -28,7 +28,7 @@ class DataDirTestCase(unittest.TestCase):
 
     def collect(self, before: dict[str, tuple[int, int, int]] | None = None,
                 limits: Limits = Limits()) -> tuple[dict[str, bytes], list[str]]:
-        files, problems = collect_files(self.dir, before or {}, limits)
+        files, problems, _ = collect_files(self.dir, before or {}, limits)
         return {item.path: item.content for item in files}, problems
 
 
@@ -43,10 +43,19 @@ class CollectFilesTest(DataDirTestCase):
         self.assertEqual(got, {"edit.txt": b"new, longer", "out/deep/result.bin": bytes(range(256))})
         self.assertEqual(problems, [])
 
+    def test_deleted_files_are_those_of_before_that_are_gone(self) -> None:
+        for path in ("keep", "gone", "sub/gone", "sub/keep"):
+            self.write(path, "1")
+        before = snapshot(self.dir)
+        os.remove(os.path.join(self.dir, "gone"))
+        os.remove(os.path.join(self.dir, "sub/gone"))
+        os.symlink("keep", os.path.join(self.dir, "gone"))  # a symlink in its place is no file
+        self.assertEqual(collect_files(self.dir, before, Limits())[2], ["gone", "sub/gone"])
+
     def test_order_is_files_then_subdirectories_by_name(self) -> None:
         for path in ("b", "a", "sub/z", "sub/a", "c/x"):
             self.write(path, "1")
-        files, _ = collect_files(self.dir, {}, Limits())
+        files, _, _ = collect_files(self.dir, {}, Limits())
         self.assertEqual([item.path for item in files], ["a", "b", "c/x", "sub/a", "sub/z"])
 
     def test_size_cap(self) -> None:

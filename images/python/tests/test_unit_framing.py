@@ -278,8 +278,9 @@ class WriteFrameTest(unittest.TestCase):
         line = data[len(RESPONSE_START):data.index(b"\n", len(RESPONSE_START))]
         self.assertEqual(line, b'{"binary":11,"id":"r1","type":"result","status":"ok","exit_code":0,"stdout":"hi\\n",'
                                b'"stderr":"","error":null,"result":null,"state":{"size":5},"state_unchanged":false,'
-                               b'"state_error":null,"files":[{"path":"out/a.csv","size":4},{"path":"b.bin","size":2}],'
-                               b'"files_error":null,"truncated":false,"duration_ms":0}')
+                               b'"state_error":null,"state_token":null,'
+                               b'"files":[{"path":"out/a.csv","size":4},{"path":"b.bin","size":2}],'
+                               b'"files_error":null,"deleted_files":[],"truncated":false,"duration_ms":0,"memory_bytes":0}')
         self.assertEqual(split_frame(data)[1], b"STATEx,y\n\x00\x01")
 
 

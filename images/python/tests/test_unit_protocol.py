@@ -78,6 +78,12 @@ class ParseRequestTest(unittest.TestCase):
                 request = parse_request(header({"id": "e", **fields}))
                 self.assertEqual((request.events, request.figures), want)
 
+    def test_live_fields(self) -> None:
+        request = parse_request(header({"id": "l", "live": True, "state_base": "12-3", "delete_files": ["a", "b/c"]}))
+        self.assertEqual((request.live, request.state_base, request.delete_files), (True, "12-3", ["a", "b/c"]))
+        plain = parse_request(header({"id": "p", "live": None, "state_base": None, "delete_files": None}))
+        self.assertEqual((plain.live, plain.state_base, plain.delete_files), (False, "", []))
+
     def test_limits_are_frozen(self) -> None:
         with self.assertRaises(dataclasses.FrozenInstanceError):
             Limits().max_files = 5  # type: ignore[misc]
@@ -111,6 +117,10 @@ class ParseRequestTest(unittest.TestCase):
             (b'{"binary":0, "id": "a", "limits": {"max_files": true}}', "limits.max_files has the wrong type"),
             (b'{"binary":0, "id": "a", "events": "yes"}', "events has the wrong type"),
             (b'{"binary":0, "id": "a", "figures": 1}', "figures has the wrong type"),
+            (b'{"binary":0, "id": "a", "live": "yes"}', "live has the wrong type"),
+            (b'{"binary":0, "id": "a", "state_base": 7}', "state_base has the wrong type"),
+            (b'{"binary":0, "id": "a", "delete_files": "x"}', "delete_files has the wrong type"),
+            (b'{"binary":0, "id": "a", "delete_files": [1]}', "delete_files[] has the wrong type"),
             (b'{"binary":0, "id": "a", "op": "fly", "code": 5}', "unknown op 'fly'"),  # the first fault in field order
             (b'{"binary":5, "id": "a", "state": {"size": 2}, "files": [{"path": "x", "size": 2}]}',
              "the sizes of the state and files add up to 4 bytes, not binary 5"),
@@ -156,8 +166,8 @@ class ResultTest(unittest.TestCase):
         result = Result(id="r", state=b"blob", files=[OutputFile("a", b"12"), OutputFile("b/c", b"")])
         message = result.to_message()
         self.assertEqual(list(message), ["id", "type", "status", "exit_code", "stdout", "stderr", "error", "result",
-                                         "state", "state_unchanged", "state_error", "files", "files_error",
-                                         "truncated", "duration_ms"])
+                                         "state", "state_unchanged", "state_error", "state_token", "files",
+                                         "files_error", "deleted_files", "truncated", "duration_ms", "memory_bytes"])
         self.assertEqual((message["state"], message["files"]),
                          ({"size": 4}, [{"path": "a", "size": 2}, {"path": "b/c", "size": 0}]))
         self.assertEqual(result.payloads(), [b"blob", b"12", b""])

@@ -49,8 +49,8 @@ def round_trip(namespace: dict[str, Any], settings: Settings | None = None,
                **limits: int) -> tuple[dict[str, Any], list[str], list[str]]:
     """Captures namespace and restores it into a fresh one: returns that one, the capture's
     notes and the restore's."""
-    blob, notes = capture_state(namespace, {}, limits.get("max_bytes", 64 * MB), max_raw=limits.get("max_raw", 64 * MB),
-                                settings=settings)
+    blob, notes, _ = capture_state(namespace, {}, limits.get("max_bytes", 64 * MB),
+                                   max_raw=limits.get("max_raw", 64 * MB), settings=settings)
     assert blob is not None and blob is not UNCHANGED, notes
     restored = fresh_namespace()
     loaded = restore_state(memoryview(bytearray(blob)), restored, settings or Settings([]))
@@ -76,7 +76,7 @@ class NamesTest(unittest.TestCase):
         namespace = session("import json as j, threading\n_ = 3\n_hidden = 'h'\nkeep = [1, 2]\n"
                             "lock = threading.Lock()\ngen = (i for i in range(2))\ng = globals()")
         namespace["np"] = alias
-        blob, notes = capture_state(namespace, {"np": alias, "json": json}, MB)
+        blob, notes, _ = capture_state(namespace, {"np": alias, "json": json}, MB)
         assert blob is not None
         self.assertEqual(blob[:4], b"\x04\x22\x4d\x18")  # LZ4 frame magic
         header, names = decode(blob)
@@ -87,7 +87,7 @@ class NamesTest(unittest.TestCase):
         self.assertIn("lock", namespace, "the namespace itself is left as it was")
 
     def test_nothing_to_keep_is_no_state_and_no_note(self) -> None:
-        self.assertEqual(capture_state(session("print(1)"), {}, MB), (None, []))
+        self.assertEqual(capture_state(session("print(1)"), {}, MB), (None, [], None))
 
 
 class RealDataTest(unittest.TestCase):
@@ -193,14 +193,14 @@ class ModulesTest(unittest.TestCase):
         self.assertIs(restored["xml"], namespace["xml"])
         # import xml.dom binds xml, and xml.dom must be imported again too; an import of a
         # package the session no longer binds is not carried.
-        blob, _ = capture_state(namespace, {}, MB, imports={"xml.dom", "email.mime"})
+        blob, _, _ = capture_state(namespace, {}, MB, imports={"xml.dom", "email.mime"})
         assert blob is not None
         loaded = restore_state(blob, fresh_namespace(), Settings([]))
         self.assertEqual(loaded.imports, {"xml.dom"})
 
     def test_a_module_that_no_longer_imports_is_a_note(self) -> None:
         namespace = session("import json as j\nv = 1")
-        blob, _ = capture_state(namespace, {}, MB)
+        blob, _, _ = capture_state(namespace, {}, MB)
         assert blob is not None
         header, names = decode(blob)
         header["modules"]["gone"] = "kiln_no_such_module"
@@ -214,7 +214,7 @@ class ModulesTest(unittest.TestCase):
 
     def test_deleted_pre_imports_stay_deleted(self) -> None:
         namespace = session("v = 1")
-        blob, _ = capture_state(namespace, {"json": json}, MB)
+        blob, _, _ = capture_state(namespace, {"json": json}, MB)
         assert blob is not None
         restored = fresh_namespace()
         restored["json"] = json  # the new process pre-imported it
@@ -343,12 +343,12 @@ class BlobTest(unittest.TestCase):
                          "scale = lambda v, k=3: v * k")
         for namespace, first_equal in ((first, True), (second, False)):
             with self.subTest(names=sorted(namespace)):
-                blob, notes = capture_state(namespace, {}, 1 << 26)
+                blob, notes, _ = capture_state(namespace, {}, 1 << 26)
                 assert blob is not None
                 self.assertEqual(notes, [])
                 again_ns = fresh_namespace()
                 restore_state(blob, again_ns, Settings([]))
-                again, _ = capture_state(again_ns, {}, 1 << 26)
+                again, _, _ = capture_state(again_ns, {}, 1 << 26)
                 assert again is not None
                 self.assertEqual(again == blob, first_equal)
                 third_ns = fresh_namespace()
@@ -360,7 +360,7 @@ class BlobTest(unittest.TestCase):
                 pickled = restore_state(again, names_again, Settings([])).snapshot
                 self.assertIs(capture_state(names_again, {}, 1 << 26, pickled)[0], UNCHANGED)
                 names_again["extra"] = 1
-                changed, _ = capture_state(names_again, {}, 1 << 26, pickled)
+                changed, _, _ = capture_state(names_again, {}, 1 << 26, pickled)
                 self.assertNotIn(changed, (None, UNCHANGED))
 
 
@@ -368,7 +368,7 @@ class ThreadSafetyNoteTest(unittest.TestCase):
     def test_a_lock_in_a_closure_is_unpicklable(self) -> None:
         namespace = session("import threading\ndef make():\n    lock = threading.Lock()\n    return lambda: lock\n"
                             "get = make()\nv = 1")
-        _, notes = capture_state(namespace, {}, MB)
+        _, notes, _ = capture_state(namespace, {}, MB)
         self.assertEqual(notes, ["not kept (unpicklable): get (function)"])
 
 
