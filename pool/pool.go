@@ -72,7 +72,10 @@ type Pool[S Sandbox] struct {
 	warming int
 	// out holds the sandboxes checked out, by id, with the time before which their
 	// replacement is held back (zero when it is not: see Config.RefillDelay).
-	out      map[string]time.Time
+	out map[string]time.Time
+	// kept holds the sandboxes a checkout kept (Keep): no longer the pool's to count or
+	// replace, still its to remove, at Release or at Close.
+	kept     map[string]S
 	failures int       // consecutive warm-up failures
 	retryAt  time.Time // no warm-up before this, after failures
 	closed   bool
@@ -119,7 +122,7 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 	p := &Pool[S]{
 		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		out: map[string]time.Time{},
+		out: map[string]time.Time{}, kept: map[string]S{},
 	}
 	p.idle.L = &p.mu
 	p.wg.Add(1)
@@ -226,12 +229,30 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 	return zero, false
 }
 
-// Release ends a checkout: the sandbox is removed in the background and a
-// replacement starts warming. A sandbox never serves twice.
+// Release ends a checkout, or gives back a sandbox kept: the sandbox is removed in the
+// background, and a checked-out one's replacement starts warming. A sandbox never goes
+// back to the ready set.
 func (p *Pool[S]) Release(sb S) {
 	p.mu.Lock()
 	delete(p.out, sb.ID())
+	delete(p.kept, sb.ID())
 	p.removeLocked(sb)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// Keep ends a checkout without removing the sandbox: the caller keeps it for more work
+// of the same owner (a live session) and gives it back with Release. Its replacement
+// starts warming at once, so that what the caller keeps never takes from the ready set.
+// After Close, the sandbox is removed.
+func (p *Pool[S]) Keep(sb S) {
+	p.mu.Lock()
+	delete(p.out, sb.ID())
+	if p.closed {
+		p.removeLocked(sb)
+	} else {
+		p.kept[sb.ID()] = sb
+	}
 	p.mu.Unlock()
 	p.poke()
 }
@@ -262,13 +283,16 @@ func (p *Pool[S]) removeLocked(sb S) {
 	}()
 }
 
-// Holds reports whether the sandbox with id is ready in the pool or checked out.
+// Holds reports whether the sandbox with id is ready in the pool, checked out or kept.
 // A container of the pool's making that it does not hold, and that no warm-up can
 // still be starting, is nobody's: see Config.WarmupTimeout.
 func (p *Pool[S]) Holds(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.out[id]; ok {
+		return true
+	}
+	if _, ok := p.kept[id]; ok {
 		return true
 	}
 	for _, e := range p.ready {

@@ -592,3 +592,40 @@ func TestRefillDelay(t *testing.T) {
 		waitFor(t, "the held replacements to start with the waiter's", func() bool { return starts(f) == 4 })
 	})
 }
+
+// TestKeep checks a sandbox kept by its checkout: it is replaced at once, held (so that no
+// sweep removes it) but not counted in use, removed once at Release, and at Close when
+// still kept.
+func TestKeep(t *testing.T) {
+	f := &fakeFactory{}
+	p := New[*fakeSandbox](testConfig(1), f, discard(), nil)
+	kept := checkout(t, p)
+	p.Keep(kept)
+	waitFor(t, "the replacement", func() bool { return p.Stats().Ready == 1 })
+	if st := p.Stats(); st.InUse != 0 || st.Kept != 1 || !p.Holds(kept.id) {
+		t.Errorf("got in use %d, kept %d, holds %v; want 0, 1, true", st.InUse, st.Kept, p.Holds(kept.id))
+	}
+	if n := kept.removes.Load(); n != 0 {
+		t.Errorf("got %d removals of the kept sandbox, want 0", n)
+	}
+	p.Release(kept)
+	waitFor(t, "the kept sandbox's removal", func() bool { return kept.removes.Load() == 1 })
+	if st := p.Stats(); st.Kept != 0 || p.Holds(kept.id) {
+		t.Errorf("after Release: got kept %d, holds %v; want 0, false", st.Kept, p.Holds(kept.id))
+	}
+
+	second := checkout(t, p)
+	p.Keep(second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := second.removes.Load(); n != 1 {
+		t.Errorf("a sandbox still kept at Close: got %d removals, want 1", n)
+	}
+	late := newFakeSandbox("late")
+	p.Keep(late) // a checkout that ends after Close: nothing is left behind
+	waitFor(t, "the late sandbox's removal", func() bool { return late.removes.Load() == 1 })
+	checkRemovedOnce(t, f)
+}

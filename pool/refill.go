@@ -137,9 +137,9 @@ func (p *Pool[S]) warmOne() {
 	p.poke()
 }
 
-// Close stops warming, fails waiting checkouts, removes every ready sandbox and waits
-// for all removals, including those of sandboxes released before ctx ends. Sandboxes
-// still checked out are removed when they are released. Close is idempotent.
+// Close stops warming, fails waiting checkouts, removes every ready and kept sandbox and
+// waits for all removals, including those of sandboxes released before ctx ends.
+// Sandboxes still checked out are removed when they are released. Close is idempotent.
 func (p *Pool[S]) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {
@@ -152,6 +152,10 @@ func (p *Pool[S]) Close(ctx context.Context) error {
 			p.removeLocked(e.sb)
 		}
 		p.ready = nil
+		for _, sb := range p.kept {
+			p.removeLocked(sb)
+		}
+		clear(p.kept)
 	}
 	p.mu.Unlock()
 	p.cancel()

@@ -172,6 +172,19 @@ func (s *Set[S]) Release(sb S) {
 	s.members[i].Pool.Release(sb)
 }
 
+// Keep ends the checkout of sb without removing it, as Pool.Keep does; Release gives it
+// back.
+func (s *Set[S]) Keep(sb S) {
+	s.mu.Lock()
+	i, ok := s.out[sb.ID()]
+	s.mu.Unlock()
+	if !ok {
+		s.log.Error("keep of a sandbox no pool lent", "container", sb.ID())
+		return
+	}
+	s.members[i].Pool.Keep(sb)
+}
+
 // Holds reports whether some pool holds the sandbox with that id.
 func (s *Set[S]) Holds(id string) bool {
 	for _, m := range s.members {
@@ -201,6 +214,7 @@ func (s *Set[S]) Stats() Stats {
 		sum.Ready += st.Ready
 		sum.Warming += st.Warming
 		sum.InUse += st.InUse
+		sum.Kept += st.Kept
 		sum.Waiting += st.Waiting
 		sum.Counts.Created += st.Counts.Created
 		sum.Counts.Failed += st.Counts.Failed

@@ -10,6 +10,7 @@ type Stats struct {
 	Ready     int
 	Warming   int
 	InUse     int
+	Kept      int // kept by their checkouts (live sessions), outside the pool's count
 	Waiting   int
 	Counts    Counts
 	LastError string // the last warm-up error, cleared by the next success
@@ -33,6 +34,7 @@ func (p *Pool[S]) Stats() Stats {
 		Ready:     len(p.ready),
 		Warming:   p.warming,
 		InUse:     len(p.out),
+		Kept:      len(p.kept),
 		Waiting:   len(p.waiters),
 		Counts:    p.counts,
 		LastError: p.lastErr,
