@@ -20,6 +20,7 @@ const (
 	CodeUnauthorized Code = "unauthorized"
 	CodeNotFound     Code = "not_found"
 	CodeConflict     Code = "conflict"
+	CodeBusy         Code = "session_busy"
 	CodeTooLarge     Code = "too_large"
 	CodeMediaType    Code = "unsupported_media_type"
 	CodeRateLimited  Code = "rate_limited"

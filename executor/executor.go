@@ -48,6 +48,8 @@ type Sandbox interface {
 	Receive(ctx context.Context) (protocol.Frame, error)
 	// Exit reports how a sandbox whose stream ended exited.
 	Exit(ctx context.Context) (code int, oomKilled bool, err error)
+	// Done is closed when the sandbox has died.
+	Done() <-chan struct{}
 }
 
 // langName is what a language's name may look like: js, cpp, f90, c++, c#.
@@ -71,6 +73,9 @@ func LangName(lang string) (string, bool) {
 type Pool interface {
 	Checkout(ctx context.Context, lang string) (Sandbox, error)
 	Release(Sandbox)
+	// Keep ends a checkout without removing the sandbox: the caller keeps it (a live
+	// session) and gives it back with Release.
+	Keep(Sandbox)
 	// Languages returns the languages the sandboxes run, as they said, and whether
 	// every pool has said yet.
 	Languages() (langs []string, complete bool)
@@ -123,6 +128,16 @@ type Request struct {
 	// it bound before the error) or OnErrorRollback (the state it was given); empty means
 	// the configured default.
 	OnError string
+	// Sandbox, when set, is where the run goes instead of a sandbox checked out: a live
+	// session's, which stays its caller's whatever happens (Result.Release does nothing
+	// with it). Live says the sandbox may serve the session again: what the state cannot
+	// keep stays in its namespace. StateBase is the token of the capture the caller holds
+	// stored (Result.StateToken), against which an unchanged state needs no blob sent.
+	// DeleteFiles are removed from /mnt/data before the run.
+	Sandbox     Sandbox
+	Live        bool
+	StateBase   string
+	DeleteFiles []string
 	Timeout time.Duration // zero means the default; clamped to the limits
 	Files   []protocol.File
 
@@ -162,9 +177,20 @@ type Result struct {
 	// holds nothing to keep. It is false when State is the state the run was given (a
 	// rollback, or a sandbox that ended before it could say).
 	StateFromRun bool
-	Files        []protocol.File
-	FilesError   *string
-	Truncated    bool
+	// StateUnchanged is true when the run left the state it was given, or the one of
+	// Request.StateBase, which the REPL did not send back.
+	StateUnchanged bool
+	// StateToken names the state the run left, for the next run's Request.StateBase.
+	StateToken string
+	Files      []protocol.File
+	FilesError *string
+	// DeletedFiles are the files present when the run began that it removed.
+	DeletedFiles []string
+	// Reusable is true when the sandbox answered the run and can serve its session's
+	// next one; MemoryBytes is then its REPL's resident memory (for a Live request).
+	Reusable    bool
+	MemoryBytes int64
+	Truncated   bool
 	Sandbox      string // id of the container that ran it
 	ExecutionID  string
 	QueueWait    time.Duration
@@ -173,7 +199,8 @@ type Result struct {
 	// received from it.
 	WireIn, WireOut int64
 
-	release func() // hands the sandbox back; nil once called
+	release func()         // hands the sandbox back; nil once called
+	keep    func() Sandbox // takes it over from the pool; nil once the sandbox is released or kept
 }
 
 // Release hands the sandbox that ran the execution back to the pool, which removes it
@@ -184,13 +211,31 @@ type Result struct {
 func (r *Result) Release() {
 	if r != nil && r.release != nil {
 		r.release()
-		r.release = nil
 	}
+	if r != nil {
+		r.release, r.keep = nil, nil
+	}
+}
+
+// Keep takes the sandbox that ran the execution over from the pool, which starts its
+// replacement: the caller keeps it for its session's next runs (Request.Sandbox) and
+// gives it back with the pool's Release. Release does nothing after Keep. nil when the
+// sandbox was released already, or came with the request (it was the caller's all along).
+func (r *Result) Keep() Sandbox {
+	if r == nil || r.keep == nil {
+		return nil
+	}
+	sb := r.keep()
+	r.release, r.keep = nil, nil
+	return sb
 }
 
 // SetRelease sets what Release does. The executor sets it on every Result it returns;
 // a Runner that wraps or stands in for the executor may set its own.
 func (r *Result) SetRelease(release func()) { r.release = release }
+
+// SetKeep sets what Keep does, as SetRelease does for Release.
+func (r *Result) SetKeep(keep func() Sandbox) { r.keep = keep }
 
 // Executor runs executions on sandboxes from a pool.
 type Executor struct {
@@ -240,17 +285,23 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer e.reg.done(req.ExecutionID)
 	start := time.Now()
-	sb, err := e.pool.Checkout(ctx, req.Lang)
-	if err != nil {
-		if context.Cause(ctx) == errCancelRequested {
-			return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
+	sb := req.Sandbox
+	if sb == nil {
+		var err error
+		if sb, err = e.pool.Checkout(ctx, req.Lang); err != nil {
+			if context.Cause(ctx) == errCancelRequested {
+				return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
+			}
+			return nil, e.checkoutError(err, req.Lang)
 		}
-		return nil, e.checkoutError(err, req.Lang)
 	}
 	// Until a valid response replaces it, the state is the one the run was given.
 	res := &Result{Sandbox: sb.ID(), ExecutionID: req.ExecutionID, QueueWait: time.Since(start), State: req.State}
-	res.release = func() { e.pool.Release(sb) }
-	res, err = e.run(ctx, sb, req, res)
+	if req.Sandbox == nil {
+		res.release = func() { e.pool.Release(sb) }
+		res.keep = func() Sandbox { e.pool.Keep(sb); return sb }
+	}
+	res, err := e.run(ctx, sb, req, res)
 	if err != nil {
 		res.Release()
 		return nil, err
@@ -258,7 +309,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
-// run does the exchange on a checked-out sandbox.
+// run does the exchange on the run's sandbox.
 func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result) (*Result, error) {
 	if !sb.Ready().Capabilities.Supports(req.Lang) {
 		return res, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox does not run %s", req.Lang)
@@ -283,7 +334,7 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 		State: req.State, CaptureState: req.CaptureState,
 		TimeoutMS: req.Timeout.Milliseconds(), Files: req.Files, Limits: lim,
 		Events: req.OnEvent != nil, Figures: e.limits.Figures && req.Lang == LangPython,
-		Tools: req.Tools,
+		Tools: req.Tools, Live: req.Live, StateBase: req.StateBase, DeleteFiles: req.DeleteFiles,
 	})
 	if err != nil {
 		return res, err
@@ -349,10 +400,10 @@ func (e *Executor) conclude(ctx, hctx context.Context, sb Sandbox, req *Request,
 func (e *Executor) accept(res *Result, resp *protocol.Response, req *Request) {
 	given := req.State
 	fill(res, resp)
-	res.StateFromRun = true
+	res.StateFromRun, res.Reusable = true, true
 	switch {
 	case resp.StateUnchanged:
-		res.State = given
+		res.State, res.StateUnchanged = given, true
 	case res.Status != StatusOK && e.rollback(req):
 		note := "rolled back (on_error: rollback): the session keeps its state from before this call"
 		res.State, res.StateFromRun, res.StateError = given, false, &note
@@ -410,7 +461,8 @@ func fill(res *Result, r *protocol.Response) {
 	res.Stdout, res.Stderr = r.Stdout, r.Stderr
 	res.Error, res.Result = r.Error, r.Result
 	res.State, res.StateError = r.State, r.StateError
-	res.Files, res.FilesError = r.Files, r.FilesError
+	res.Files, res.FilesError, res.DeletedFiles = r.Files, r.FilesError, r.DeletedFiles
+	res.StateToken, res.MemoryBytes = r.StateToken, r.MemoryBytes
 	// Output files the sandbox could not return are a cut too (the REPL says which in
 	// stderr).
 	res.Truncated = r.Truncated || r.FilesError != nil

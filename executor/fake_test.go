@@ -37,6 +37,7 @@ type fakeSandbox struct {
 
 func (s *fakeSandbox) ID() string            { return "0123456789abcdef0123" }
 func (s *fakeSandbox) Ready() protocol.Ready { return s.ready }
+func (s *fakeSandbox) Done() <-chan struct{} { return nil }
 
 func (s *fakeSandbox) Send(ctx context.Context, frame net.Buffers) error {
 	f, err := parseFrame(protocol.NewRequestParser(1<<20, 1<<30), frame)
@@ -132,6 +133,7 @@ type fakePool struct {
 	mu        sync.Mutex
 	checkouts int
 	released  []Sandbox
+	kept      []Sandbox
 }
 
 func (p *fakePool) Checkout(ctx context.Context, lang string) (Sandbox, error) {
@@ -154,6 +156,12 @@ func (p *fakePool) Release(sb Sandbox) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.released = append(p.released, sb)
+}
+
+func (p *fakePool) Keep(sb Sandbox) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kept = append(p.kept, sb)
 }
 
 // checkReleasedOnce checks that every checkout that got a sandbox gave it back once.
