@@ -72,7 +72,7 @@ test/ptc/node/node_modules/.installed: test/ptc/node/package.json test/ptc/node/
 
 ## test-unit: the tests that need no Docker
 test-unit:
-	$(GO) test -count=1 . ./protocol/... ./docker/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/...
+	$(GO) test -count=1 . ./protocol/... ./docker/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/... ./live/...
 
 ## lint: gofmt, go vet, staticcheck (pinned) and the REPL's mypy --strict; all must be clean
 lint: $(STATICCHECK)

@@ -1,0 +1,295 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Sandbox is what the registry needs of a sandbox.
+type Sandbox interface {
+	ID() string
+	// Done is closed when the sandbox has died.
+	Done() <-chan struct{}
+}
+
+// Why a live sandbox ends: the label of kiln_live_sessions_ended_total.
+const (
+	EndIdle     = "idle"     // no call for Config.Idle
+	EndLifetime = "lifetime" // older than Config.Lifetime
+	EndCapacity = "capacity" // the least recently used, to make room under Config.Max
+	EndDied     = "died"     // its sandbox died, or its run left it unusable (a kill, out of memory)
+	EndDiscard  = "discard"  // its session let it go: a rollback, a deleted session
+	EndShutdown = "shutdown" // kiln stops
+)
+
+// Config bounds the live sandboxes.
+type Config struct {
+	Max      int           // live sandboxes at once, at most
+	Idle     time.Duration // a sandbox with no call for this long ends
+	Lifetime time.Duration // a sandbox this old ends, whatever its use
+}
+
+// Binding is one session's live sandbox, with what the session layer knows of it.
+type Binding[S Sandbox] struct {
+	Session string
+	Sandbox S
+	// Files are the session's files the sandbox holds in /mnt/data: path -> file id.
+	Files map[string]string
+	// StateToken names the capture the sandbox last made that the session's store
+	// holds ("" when none does): the next call's state base.
+	StateToken string
+	Memory     int64 // the REPL's resident memory after its last call
+	Created    time.Time
+	LastUsed   time.Time
+}
+
+// Counts are the registry's totals since it started.
+type Counts struct {
+	Calls map[string]int64 // calls by runtime status: new, reused, resumed
+	Ended map[string]int64 // live sandboxes ended, by reason (End*)
+}
+
+// Stats is a snapshot of the registry.
+type Stats struct {
+	Idle, Busy int
+	Memory     int64 // resident memory of the live sandboxes, as their last calls left it
+	Max        int
+	Counts     Counts
+}
+
+// Registry holds the live sandboxes. Create it with New, run Run in the background,
+// and Close it at shutdown.
+type Registry[S Sandbox] struct {
+	cfg     Config
+	release func(S) // gives a sandbox back to its pool, which removes it
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu     sync.Mutex
+	idle   map[string]*Binding[S] // by session, between calls
+	busy   map[string]*Binding[S] // by session, lent to a call
+	closed bool
+	counts Counts
+}
+
+// New returns a Registry; release gives an ended sandbox back to its pool.
+func New[S Sandbox](cfg Config, release func(S), log *slog.Logger) *Registry[S] {
+	return &Registry[S]{cfg: cfg, release: release, log: log, now: time.Now,
+		idle: map[string]*Binding[S]{}, busy: map[string]*Binding[S]{},
+		counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
+}
+
+// Take lends the session's live sandbox to one call, or returns nil when the session
+// has none (or only one that died or outlived its bounds, which ends now). The caller
+// gives it back with Put, or ends it with End.
+func (r *Registry[S]) Take(session string) *Binding[S] {
+	r.mu.Lock()
+	b := r.idle[session]
+	if b == nil {
+		r.mu.Unlock()
+		return nil
+	}
+	delete(r.idle, session)
+	reason := r.expiredLocked(b, r.now())
+	if reason == "" {
+		r.busy[session] = b
+	}
+	r.mu.Unlock()
+	if reason != "" {
+		r.end(b, reason)
+		return nil
+	}
+	return b
+}
+
+// Put makes b its session's live sandbox for the next call: one lent by Take, or a new
+// one. When that goes over the cap, the least recently used idle one ends; when none is
+// idle, b does. After Close, b ends.
+func (r *Registry[S]) Put(b *Binding[S]) {
+	now := r.now()
+	b.LastUsed = now
+	if b.Created.IsZero() {
+		b.Created = now
+	}
+	r.mu.Lock()
+	delete(r.busy, b.Session)
+	var replaced *Binding[S]
+	var evicted []*Binding[S]
+	reason := EndShutdown
+	if !r.closed {
+		reason = r.expiredLocked(b, now)
+	}
+	if reason == "" {
+		if old := r.idle[b.Session]; old != nil && old != b {
+			delete(r.idle, b.Session) // never two for one session: the older one goes
+			replaced = old
+		}
+		for len(r.idle)+len(r.busy) >= max(r.cfg.Max, 1) {
+			lru := r.leastRecentLocked()
+			if lru == nil {
+				reason = EndCapacity // every other one is busy: no room for b
+				break
+			}
+			delete(r.idle, lru.Session)
+			evicted = append(evicted, lru)
+		}
+	}
+	if reason == "" {
+		r.idle[b.Session] = b
+	}
+	r.mu.Unlock()
+	if replaced != nil {
+		r.end(replaced, EndDiscard)
+	}
+	for _, lru := range evicted {
+		r.end(lru, EndCapacity)
+	}
+	if reason != "" {
+		r.end(b, reason)
+	}
+}
+
+// End ends a sandbox lent by Take (or never put) that cannot serve again.
+func (r *Registry[S]) End(b *Binding[S], reason string) {
+	r.mu.Lock()
+	if r.busy[b.Session] == b {
+		delete(r.busy, b.Session)
+	}
+	r.mu.Unlock()
+	r.end(b, reason)
+}
+
+// Drop ends the session's idle live sandbox, if it has one (its session was deleted).
+func (r *Registry[S]) Drop(session, reason string) {
+	r.mu.Lock()
+	b := r.idle[session]
+	delete(r.idle, session)
+	r.mu.Unlock()
+	if b != nil {
+		r.end(b, reason)
+	}
+}
+
+// Count records a call of a session by how it found its sandbox (new, reused, resumed).
+func (r *Registry[S]) Count(status string) {
+	r.mu.Lock()
+	r.counts.Calls[status]++
+	r.mu.Unlock()
+}
+
+// Holds reports whether the sandbox with id is a live one.
+func (r *Registry[S]) Holds(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, set := range []map[string]*Binding[S]{r.idle, r.busy} {
+		for _, b := range set {
+			if b.Sandbox.ID() == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Stats returns a snapshot of the registry.
+func (r *Registry[S]) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := Stats{Idle: len(r.idle), Busy: len(r.busy), Max: r.cfg.Max,
+		Counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
+	for _, set := range []map[string]*Binding[S]{r.idle, r.busy} {
+		for _, b := range set {
+			st.Memory += b.Memory
+		}
+	}
+	for k, v := range r.counts.Calls {
+		st.Counts.Calls[k] = v
+	}
+	for k, v := range r.counts.Ended {
+		st.Counts.Ended[k] = v
+	}
+	return st
+}
+
+// sweepEvery is how often Run looks for sandboxes past their bounds or dead.
+const sweepEvery = time.Second
+
+// Run ends idle sandboxes past their bounds, or dead, until ctx ends.
+func (r *Registry[S]) Run(ctx context.Context) {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			r.sweep()
+		}
+	}
+}
+
+func (r *Registry[S]) sweep() {
+	now := r.now()
+	r.mu.Lock()
+	var ended []*Binding[S]
+	var reasons []string
+	for session, b := range r.idle {
+		if reason := r.expiredLocked(b, now); reason != "" {
+			delete(r.idle, session)
+			ended, reasons = append(ended, b), append(reasons, reason)
+		}
+	}
+	r.mu.Unlock()
+	for i, b := range ended {
+		r.end(b, reasons[i])
+	}
+}
+
+// Close ends every idle sandbox; those lent to a call end when it puts them back.
+func (r *Registry[S]) Close() {
+	r.mu.Lock()
+	r.closed = true
+	idle := r.idle
+	r.idle = map[string]*Binding[S]{}
+	r.mu.Unlock()
+	for _, b := range idle {
+		r.end(b, EndShutdown)
+	}
+}
+
+// expiredLocked says why b can serve no more, or "".
+func (r *Registry[S]) expiredLocked(b *Binding[S], now time.Time) string {
+	select {
+	case <-b.Sandbox.Done():
+		return EndDied
+	default:
+	}
+	switch {
+	case r.cfg.Lifetime > 0 && !b.Created.IsZero() && now.Sub(b.Created) >= r.cfg.Lifetime:
+		return EndLifetime
+	case r.cfg.Idle > 0 && !b.LastUsed.IsZero() && now.Sub(b.LastUsed) >= r.cfg.Idle:
+		return EndIdle
+	}
+	return ""
+}
+
+func (r *Registry[S]) leastRecentLocked() *Binding[S] {
+	var lru *Binding[S]
+	for _, b := range r.idle {
+		if lru == nil || b.LastUsed.Before(lru.LastUsed) {
+			lru = b
+		}
+	}
+	return lru
+}
+
+// end counts b's end and gives its sandbox back.
+func (r *Registry[S]) end(b *Binding[S], reason string) {
+	r.mu.Lock()
+	r.counts.Ended[reason]++
+	r.mu.Unlock()
+	r.log.Info("live sandbox ended", "session", b.Session, "container", b.Sandbox.ID(), "reason", reason)
+	r.release(b.Sandbox)
+}

@@ -1,0 +1,170 @@
+package live
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeSandbox struct {
+	id   string
+	done chan struct{}
+}
+
+func (s *fakeSandbox) ID() string            { return s.id }
+func (s *fakeSandbox) Done() <-chan struct{} { return s.done }
+
+func newSandbox(id string) *fakeSandbox { return &fakeSandbox{id: id, done: make(chan struct{})} }
+
+// env is a registry with a clock the test moves and a record of the sandboxes released.
+type env struct {
+	r        *Registry[*fakeSandbox]
+	now      time.Time
+	mu       sync.Mutex
+	released []string
+}
+
+func newEnv(cfg Config) *env {
+	e := &env{now: time.Unix(1_700_000_000, 0)}
+	e.r = New(cfg, func(s *fakeSandbox) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.released = append(e.released, s.id)
+	}, slog.New(slog.DiscardHandler))
+	e.r.now = func() time.Time { return e.now }
+	return e
+}
+
+func (e *env) releasedIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(slices.Values(e.released))
+}
+
+func (e *env) put(session string) *Binding[*fakeSandbox] {
+	b := &Binding[*fakeSandbox]{Session: session, Sandbox: newSandbox("sb-" + session)}
+	e.r.Put(b)
+	return b
+}
+
+func TestTakeAndPut(t *testing.T) {
+	e := newEnv(Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
+	if e.r.Take("s1") != nil {
+		t.Fatal("Take of a session with no live sandbox returned one")
+	}
+	b := e.put("s1")
+	b.Memory = 200 << 20
+	got := e.r.Take("s1")
+	if got != b {
+		t.Fatalf("Take returned %v, want the sandbox put", got)
+	}
+	if st := e.r.Stats(); st.Idle != 0 || st.Busy != 1 || st.Memory != 200<<20 {
+		t.Errorf("while lent: got %+v, want 0 idle, 1 busy, 200 MB", st)
+	}
+	if !e.r.Holds("sb-s1") || e.r.Holds("other") {
+		t.Errorf("Holds: got %v for the live sandbox, %v for another", e.r.Holds("sb-s1"), e.r.Holds("other"))
+	}
+	if e.r.Take("s1") != nil {
+		t.Error("a sandbox lent to one call was lent again")
+	}
+	e.r.Put(got)
+	if st := e.r.Stats(); st.Idle != 1 || st.Busy != 0 {
+		t.Errorf("after Put: got %+v, want 1 idle", st)
+	}
+	if len(e.releasedIDs()) != 0 {
+		t.Errorf("released %v, want nothing", e.releasedIDs())
+	}
+}
+
+func TestBounds(t *testing.T) {
+	e := newEnv(Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
+	e.put("idle")
+	e.now = e.now.Add(30 * time.Second)
+	e.put("fresh")
+	dead := e.put("dead")
+	close(dead.Sandbox.done)
+	e.r.sweep()
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-dead"}) {
+		t.Errorf("after a sweep: released %v, want the dead one", got)
+	}
+	e.now = e.now.Add(31 * time.Second)
+	if e.r.Take("idle") != nil {
+		t.Error("Take returned a sandbox idle past its timeout")
+	}
+	e.r.sweep()
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-dead", "sb-idle"}) {
+		t.Errorf("released %v, want the dead and the idle one", got)
+	}
+	if st := e.r.Stats(); st.Counts.Ended[EndDied] != 1 || st.Counts.Ended[EndIdle] != 1 {
+		t.Errorf("got ends %v, want one each of died and idle", st.Counts.Ended)
+	}
+}
+
+func TestLifetime(t *testing.T) {
+	// A sandbox in use all along still ends at its lifetime.
+	e := newEnv(Config{Max: 4, Idle: 30 * time.Minute, Lifetime: time.Hour})
+	e.put("busy")
+	for range 3 {
+		e.now = e.now.Add(20 * time.Minute)
+		if b := e.r.Take("busy"); b != nil {
+			e.r.Put(b)
+		}
+	}
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-busy"}) {
+		t.Errorf("released %v, want the one past its lifetime", got)
+	}
+	if st := e.r.Stats(); st.Counts.Ended[EndLifetime] != 1 {
+		t.Errorf("got ends %v, want one for its lifetime", st.Counts.Ended)
+	}
+}
+
+func TestCapacityEndsTheLeastRecentlyUsed(t *testing.T) {
+	e := newEnv(Config{Max: 2})
+	e.put("a")
+	e.now = e.now.Add(time.Second)
+	e.put("b")
+	e.now = e.now.Add(time.Second)
+	e.r.Put(e.r.Take("a")) // a is now the most recent
+	e.now = e.now.Add(time.Second)
+	e.put("c")
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-b"}) {
+		t.Errorf("released %v, want b, the least recently used", got)
+	}
+	// Every other one busy: the newcomer gets no room.
+	x, y := e.r.Take("a"), e.r.Take("c")
+	e.put("d")
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-b", "sb-d"}) {
+		t.Errorf("released %v, want d too: nothing idle to make room", got)
+	}
+	e.r.Put(x)
+	e.r.Put(y)
+	if st := e.r.Stats(); st.Idle != 2 || st.Counts.Ended[EndCapacity] != 2 {
+		t.Errorf("got %+v, want 2 idle and 2 ended for capacity", st)
+	}
+}
+
+func TestEndDropAndClose(t *testing.T) {
+	e := newEnv(Config{Max: 4})
+	e.put("a")
+	e.r.End(e.r.Take("a"), EndDiscard)
+	e.put("b")
+	e.r.Drop("b", EndDiscard)
+	e.r.Drop("nobody", EndDiscard)
+	e.put("c")
+	lent := e.r.Take("c")
+	e.put("d")
+	e.r.Close()
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-a", "sb-b", "sb-d"}) {
+		t.Errorf("released %v, want a, b and the idle d; c is lent", got)
+	}
+	e.r.Put(lent)
+	e.put("e")
+	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-a", "sb-b", "sb-c", "sb-d", "sb-e"}) {
+		t.Errorf("after Close: released %v, want every one, put back or new", got)
+	}
+	if st := e.r.Stats(); st.Idle+st.Busy != 0 || st.Counts.Ended[EndShutdown] != 3 {
+		t.Errorf("got %+v, want none left and 3 ended at shutdown", st)
+	}
+}
