@@ -18,6 +18,7 @@ var statusOf = map[kiln.Code]int{
 	kiln.CodeUnauthorized: http.StatusUnauthorized,
 	kiln.CodeNotFound:     http.StatusNotFound,
 	kiln.CodeConflict:     http.StatusConflict,
+	kiln.CodeBusy:         http.StatusConflict,
 	kiln.CodeTooLarge:     http.StatusRequestEntityTooLarge,
 	kiln.CodeMediaType:    http.StatusUnsupportedMediaType,
 	kiln.CodeRateLimited:  http.StatusTooManyRequests,
@@ -48,7 +49,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	body := errorBody{Error: e.Code, Message: e.Message, RequestID: requestID(r)}
-	if e.Code == kiln.CodeRateLimited {
+	if e.Code == kiln.CodeRateLimited || e.Code == kiln.CodeBusy {
 		body.RetryAfter = e.RetryAfter
 	}
 	writeJSON(w, status, body)

@@ -69,7 +69,12 @@ type execResponse struct {
 	HasState   bool            `json:"has_state"`
 	StateSize  int             `json:"state_size"`
 	StateError *string         `json:"state_error"`
-	Timing     timing          `json:"timing"`
+	// DeletedFiles are the session's files the run deleted (they left the session too).
+	DeletedFiles []string `json:"deleted_files"`
+	// RuntimeStatus says where the run went: new, reused (the session's live sandbox)
+	// or resumed (a fresh one, from the stored state).
+	RuntimeStatus string `json:"runtime_status"`
+	Timing        timing `json:"timing"`
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -177,10 +182,12 @@ func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *
 		Status:    res.Status, ExitCode: res.ExitCode,
 		Stdout: res.Stdout, Stderr: res.Stderr,
 		Error: res.Error, Result: res.Result.Result,
-		Files:      fileOutFromStore(res.Files).out(),
-		Truncated:  res.Truncated,
-		StateError: res.StateError,
-		Timing:     timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
+		Files:         fileOutFromStore(res.Files).out(),
+		Truncated:     res.Truncated,
+		StateError:    res.StateError,
+		DeletedFiles:  append([]string{}, res.DeletedFiles...),
+		RuntimeStatus: res.RuntimeStatus,
+		Timing:        timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
 	}
 	if stateless {
 		setState(out, res.State)

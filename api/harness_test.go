@@ -221,3 +221,4 @@ func (languages) Checkout(context.Context, string) (executor.Sandbox, error) {
 	return nil, errors.New("the harness's runner runs without sandboxes")
 }
 func (languages) Release(executor.Sandbox) {}
+func (languages) Keep(executor.Sandbox)    {}

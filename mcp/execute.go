@@ -30,7 +30,10 @@ type executeOut struct {
 	HasState   bool      `json:"has_state"`
 	StateSize  int64     `json:"state_size"`
 	StateError string    `json:"state_error,omitempty"`
-	Timing     timingOut `json:"timing"`
+	// RuntimeStatus: new, reused (the session's live sandbox) or resumed (from its stored state).
+	RuntimeStatus string    `json:"runtime_status,omitempty"`
+	DeletedFiles  []string  `json:"deleted_files,omitempty"`
+	Timing        timingOut `json:"timing"`
 }
 
 type timingOut struct {
@@ -128,6 +131,7 @@ func newExecuteOut(res *session.ExecResult) executeOut {
 	out := executeOut{
 		SessionID: res.Session.ID, Status: res.Status, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		Files: []fileOut{}, Truncated: res.Truncated, HasState: res.Session.HasState, StateSize: res.Session.StateSize,
+		RuntimeStatus: res.RuntimeStatus, DeletedFiles: res.DeletedFiles,
 		Timing: timingOut{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
 	}
 	if res.Error != nil {

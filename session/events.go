@@ -42,10 +42,10 @@ func (s *Service) Continue(ctx context.Context, c Caller, executionID, token str
 	return s.resume(executionID, c.Key, token, results)
 }
 
-// live is one run's link from the executor's events to the caller's: it stores each
+// link is one run's link from the executor's events to the caller's: it stores each
 // figure in the session as it is shown, creating a new session on the first one, so
 // that the caller can fetch it at once.
-type live struct {
+type link struct {
 	s     *Service
 	ctx   context.Context
 	c     Caller
@@ -63,11 +63,11 @@ type shownFile struct {
 	sum  [32]byte
 }
 
-func (l *live) start(executionID string) {
+func (l *link) start(executionID string) {
 	l.req.Events(Event{Type: EventStart, SessionID: l.sid, ExecutionID: executionID})
 }
 
-func (l *live) event(ev protocol.Event) {
+func (l *link) event(ev protocol.Event) {
 	switch ev.Type {
 	case protocol.EventOutput:
 		l.req.Events(Event{Type: ev.Stream, Text: ev.Text})
@@ -84,7 +84,7 @@ func (l *live) event(ev protocol.Event) {
 }
 
 // store keeps a shown figure in the run's session.
-func (l *live) store(ev protocol.Event) (*store.File, error) {
+func (l *link) store(ev protocol.Event) (*store.File, error) {
 	if l.sess == nil {
 		sess, err := l.s.newSession(l.ctx, l.c, l.sid, l.req.EntityID)
 		if err != nil {
@@ -105,7 +105,7 @@ func (l *live) store(ev protocol.Event) (*store.File, error) {
 }
 
 // alreadyShown returns the stored file when pf is a figure this run stored as shown.
-func (l *live) alreadyShown(name string, content []byte) (*store.File, bool) {
+func (l *link) alreadyShown(name string, content []byte) (*store.File, bool) {
 	if l == nil {
 		return nil, false
 	}

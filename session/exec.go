@@ -44,6 +44,8 @@ type ExecResult struct {
 	*executor.Result
 	Session *store.Session
 	Files   []*store.File
+	// RuntimeStatus says where the run went: RuntimeNew, RuntimeReused or RuntimeResumed.
+	RuntimeStatus string
 }
 
 // touchEvery is how stale a session's last use may get before a run records a new
@@ -67,22 +69,35 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if err != nil {
 		return nil, err
 	}
-	if sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
+	if sess != nil {
+		// One call of a session at a time, in the order they came: never two copies of it.
+		var release func()
+		if sess, release, err = s.turn(ctx, c, sess); err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	run := s.prepare(sess, &req)
+	if run.bound == nil && sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.settleFailed(run)
 			return nil, fmt.Errorf("load state: %w", err)
 		}
 		req.State = blob // checked when it entered kiln: trusted now
 	}
-	if req.Request.Files, err = s.inputs(ctx, c, sess, req.Files); err != nil {
+	in, err := s.inputs(ctx, c, sess, req.Files, run.held())
+	if err != nil {
+		s.settleFailed(run)
 		return nil, err
 	}
+	req.Request.Files, req.DeleteFiles = in.files, in.gone
 	// Persist with a context of our own: a caller who hangs up must not cost the
 	// session what its run produced.
 	pctx := context.WithoutCancel(ctx)
 	// A new session's id is drawn now, so that the run's start can name it; the
 	// session itself is created once there is something to keep.
-	lv := &live{s: s, ctx: pctx, c: c, req: &req, sess: sess, shown: map[string]shownFile{}}
+	lv := &link{s: s, ctx: pctx, c: c, req: &req, sess: sess, shown: map[string]shownFile{}}
 	if sess != nil {
 		lv.sid = sess.ID
 	} else {
@@ -99,19 +114,23 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 
 	res, err := s.run.Run(ctx, req.Request)
 	if err != nil {
+		s.settleFailed(run)
 		return nil, err
 	}
 	out, err := s.keep(pctx, c, lv, req, res)
 	if err != nil {
+		s.settleFailed(run)
 		res.Release()
 		return nil, err
 	}
+	out.RuntimeStatus = run.status
+	s.settle(run, req, res, out, in.ids)
 	return out, nil
 }
 
 // keep stores what a run produced in its session (a new one when the run has none
 // yet) and returns the answer.
-func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest, res *executor.Result) (*ExecResult, error) {
+func (s *Service) keep(ctx context.Context, c Caller, lv *link, req ExecRequest, res *executor.Result) (*ExecResult, error) {
 	var err error
 	out := &ExecResult{Result: res, Files: []*store.File{}}
 	if lv.err != nil {
@@ -135,6 +154,9 @@ func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest,
 	}
 	saved, err := s.saveOutputs(ctx, sess.ID, res.Files, lv)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.forget(ctx, sess.ID, res.DeletedFiles); err != nil {
 		return nil, err
 	}
 	out.Files = saved.files
@@ -163,7 +185,7 @@ func (s *Service) keep(ctx context.Context, c Caller, lv *live, req ExecRequest,
 // holds nothing to keep, so the session's is dropped: never an older one.
 func (s *Service) saveState(ctx context.Context, sess *store.Session, req executor.Request, res *executor.Result) (bool, error) {
 	switch {
-	case !req.CaptureState, req.Lang != executor.LangPython: // state is Python's alone
+	case !req.CaptureState, req.Lang != executor.LangPython, res.StateUnchanged: // state is Python's alone
 	case res.State != nil:
 		if bytes.Equal(res.State, req.State) {
 			return false, nil
@@ -216,58 +238,114 @@ func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store
 	return nil, nil
 }
 
+// inputSet is what a run's sandbox is to hold of the session's files: files, the ones
+// to place; ids, path -> file id of every one it holds after (placed, or held already);
+// gone, the paths a live sandbox holds of files the session no longer has.
+type inputSet struct {
+	files []protocol.File
+	ids   map[string]string
+	gone  []string
+}
+
 // inputs gathers the files to place in /mnt/data: the ones named, or else all of the
-// session's. A named file the caller cannot see is a 404, not a silent omission.
-func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, refs []FileRef) ([]protocol.File, error) {
-	var out []protocol.File
+// session's. A named file the caller cannot see is a 404, not a silent omission. held
+// is what a live sandbox holds already (path -> file id): those are not placed again.
+func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, refs []FileRef, held map[string]string) (inputSet, error) {
+	in := inputSet{ids: map[string]string{}}
 	if len(refs) == 0 && sess == nil {
-		return nil, nil
+		return in, nil
+	}
+	place := func(sid, name, fid string) error {
+		in.ids[name] = fid
+		if held[name] == fid {
+			return nil
+		}
+		_, data, err := s.store.File(ctx, sid, fid)
+		if err != nil {
+			return err
+		}
+		in.files = append(in.files, protocol.File{Path: name, Content: data})
+		return nil
 	}
 	if len(refs) == 0 {
 		list, err := s.store.Files(ctx, sess.ID)
 		if err != nil {
-			return nil, fmt.Errorf("list files: %w", err)
+			return in, fmt.Errorf("list files: %w", err)
 		}
 		for _, f := range list {
-			_, data, err := s.store.File(ctx, sess.ID, f.ID)
-			if err != nil {
-				continue // deleted meanwhile
+			if err := place(sess.ID, f.Name, f.ID); err != nil {
+				delete(in.ids, f.Name) // deleted meanwhile
 			}
-			out = append(out, protocol.File{Path: f.Name, Content: data})
 		}
-		return out, nil
+		for name := range held {
+			if _, ok := in.ids[name]; !ok {
+				in.gone = append(in.gone, name)
+			}
+		}
+		slices.Sort(in.gone)
+		return in, nil
 	}
 	if len(refs) > s.limits.MaxFilesPerSession {
-		return nil, kiln.Errorf(kiln.CodeTooLarge, "%d files named; the limit is %d", len(refs), s.limits.MaxFilesPerSession)
+		return in, kiln.Errorf(kiln.CodeTooLarge, "%d files named; the limit is %d", len(refs), s.limits.MaxFilesPerSession)
 	}
+	listed := map[string][]*store.File{} // the files of each session named, listed once
 	for _, ref := range refs {
 		sid := ref.SessionID
 		if sid == "" && sess != nil {
 			sid = sess.ID
 		}
-		if _, err := s.Session(ctx, c, sid); err != nil {
-			return nil, errNotFound(fmt.Sprintf("file %q", ref.ID))
-		}
-		f, data, err := s.store.File(ctx, sid, ref.ID)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, errNotFound(fmt.Sprintf("file %q", ref.ID))
+		list, ok := listed[sid]
+		if !ok {
+			if _, err := s.Session(ctx, c, sid); err != nil {
+				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
 			}
-			return nil, fmt.Errorf("load file: %w", err)
+			var err error
+			if list, err = s.store.Files(ctx, sid); err != nil {
+				return in, fmt.Errorf("list files: %w", err)
+			}
+			listed[sid] = list
 		}
-		name := f.Name
+		i := slices.IndexFunc(list, func(f *store.File) bool { return f.ID == ref.ID })
+		if i < 0 {
+			return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
+		}
+		name := list[i].Name
 		if ref.Name != "" {
 			name = sanitizePath(ref.Name)
 		}
-		out = append(out, protocol.File{Path: name, Content: data})
+		if err := place(sid, name, ref.ID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
+			}
+			return in, fmt.Errorf("load file: %w", err)
+		}
 	}
-	return out, nil
+	return in, nil
+}
+
+// forget removes from the session the files of the names a run deleted.
+func (s *Service) forget(ctx context.Context, sid string, deleted []string) error {
+	if len(deleted) == 0 {
+		return nil
+	}
+	list, err := s.store.Files(ctx, sid)
+	if err != nil {
+		return fmt.Errorf("list files: %w", err)
+	}
+	for _, f := range list {
+		if slices.Contains(deleted, f.Name) {
+			if err := s.store.DeleteFile(ctx, sid, f.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("delete file: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // saveOutputs stores the files a run created or changed, each under a new id. A file
 // with the name of one the session holds replaces it. What does not fit the session's
 // file limit is reported in stderr, never dropped silently.
-func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.File, lv *live) (savedOutputs, error) {
+func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.File, lv *link) (savedOutputs, error) {
 	out := savedOutputs{files: []*store.File{}}
 	if len(files) == 0 {
 		return out, nil

@@ -70,8 +70,14 @@ type Config struct {
 	// Continue answers the tool calls the running execution id of owner waits on
 	// (executor.Executor.Continue).
 	Continue func(id, owner, token string, results []protocol.ToolResult) error
-	Limits   Limits
-	Log      *slog.Logger
+	// Live keeps sessions' sandboxes between their calls; nil turns live sessions off.
+	Live *Live
+	// TurnWait is how long a call waits for its session's turn (another call of the
+	// session runs), and RetryAfter what it is told to wait when that runs out.
+	TurnWait   time.Duration
+	RetryAfter int
+	Limits     Limits
+	Log        *slog.Logger
 }
 
 // Service is the session layer.
@@ -82,6 +88,10 @@ type Service struct {
 	checkState func(blob []byte) error
 	cancel     func(id, owner string) error
 	resume     func(id, owner, token string, results []protocol.ToolResult) error
+	live       *Live
+	turns      turns
+	turnWait   time.Duration
+	retryAfter int
 	limits     Limits
 	log        *slog.Logger
 	now        func() time.Time
@@ -89,9 +99,13 @@ type Service struct {
 
 // New returns a Service.
 func New(cfg Config) *Service {
+	if cfg.TurnWait <= 0 {
+		cfg.TurnWait = 10 * time.Second
+	}
+	cfg.RetryAfter = max(cfg.RetryAfter, 1)
 	return &Service{
 		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
-		resume: cfg.Continue,
+		resume: cfg.Continue, live: cfg.Live, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
 		limits: cfg.Limits, log: cfg.Log, now: time.Now,
 	}
 }
@@ -116,11 +130,22 @@ func (s *Service) Session(ctx context.Context, c Caller, id string) (*store.Sess
 	return sess, nil
 }
 
-// DeleteSession removes a session the caller owns, with its state and files.
+// DeleteSession removes a session the caller owns, with its state, its files and its
+// live sandbox, once a call of it that runs has ended.
 func (s *Service) DeleteSession(ctx context.Context, c Caller, id string) error {
-	if _, err := s.Session(ctx, c, id); err != nil {
+	sess, err := s.Session(ctx, c, id)
+	if err != nil {
 		return err
 	}
+	sess, release, err := s.turn(ctx, c, sess)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if sess == nil {
+		return nil // deleted meanwhile
+	}
+	s.dropLive(id)
 	if err := s.store.DeleteSession(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete session: %w", err)
 	}

@@ -24,7 +24,8 @@ func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *sto
 	return blob, sess, nil
 }
 
-// PutState makes blob, checked first, the state of a session the caller owns.
+// PutState makes blob, checked first, the state of a session the caller owns. It waits
+// for the session's turn, and ends its live sandbox: the next call starts from blob.
 func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byte) (*store.Session, error) {
 	sess, err := s.Session(ctx, c, sid)
 	if err != nil {
@@ -33,6 +34,15 @@ func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byt
 	if err := s.checkState(blob); err != nil {
 		return nil, err
 	}
+	sess, release, err := s.turn(ctx, c, sess)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if sess == nil {
+		return nil, errNotFound("session")
+	}
+	s.dropLive(sess.ID)
 	if err := s.store.PutState(ctx, sess.ID, blob); err != nil {
 		return nil, fmt.Errorf("save state: %w", err)
 	}
@@ -42,11 +52,21 @@ func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byt
 	return s.store.Session(ctx, sess.ID)
 }
 
-// DeleteState removes a session's state.
+// DeleteState removes a session's state, and ends its live sandbox, whose namespace held it.
 func (s *Service) DeleteState(ctx context.Context, c Caller, sid string) error {
-	if _, err := s.Session(ctx, c, sid); err != nil {
+	sess, err := s.Session(ctx, c, sid)
+	if err != nil {
 		return err
 	}
+	sess, release, err := s.turn(ctx, c, sess)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if sess == nil {
+		return errNotFound("session")
+	}
+	s.dropLive(sid)
 	if err := s.store.DeleteState(ctx, sid); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete state: %w", err)
 	}

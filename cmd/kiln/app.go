@@ -14,6 +14,7 @@ import (
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/health"
+	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/mcp"
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/pool"
@@ -29,6 +30,7 @@ type Main struct {
 
 	docker   *docker.Client
 	pools    *pool.Set[*docker.Sandbox]
+	live     *session.Live // nil when LIVE_SESSIONS is off
 	store    store.Store
 	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx    context.Context    // governs them
@@ -95,6 +97,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
 	m.exec = executor.New(poolAdapter{m.pools}, limits, m.log)
+	if cfg.LiveSessions {
+		m.live = live.New[executor.Sandbox](live.Config{
+			Max:      cfg.LiveSessionsMax,
+			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
+			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
+		}, poolAdapter{m.pools}.Release, m.log)
+		m.background(m.live.Run)
+	}
 	sessions := session.New(session.Config{
 		Store:      m.store,
 		Runner:     met.Observe(m.exec),
@@ -102,6 +112,9 @@ func (m *Main) Run(ctx context.Context) error {
 		CheckState: func(blob []byte) error { return executor.CheckState(blob, limits.MaxStateBytes, limits.MaxStateRaw) },
 		Cancel:     m.exec.Cancel,
 		Continue:   m.exec.Continue,
+		Live:       m.live,
+		TurnWait:   time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
+		RetryAfter: limits.RetryAfter,
 		Limits:     session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession},
 		Log:        m.log,
 	})
@@ -192,6 +205,9 @@ func (m *Main) Close(ctx context.Context) error {
 		if m.stopBg != nil {
 			m.stopBg()
 			m.bg.Wait()
+		}
+		if m.live != nil {
+			m.live.Close() // every call has ended: their sessions' sandboxes go back to their pools
 		}
 		if m.store != nil {
 			errs = append(errs, m.store.Close())
@@ -406,5 +422,7 @@ func (a poolAdapter) Checkout(ctx context.Context, lang string) (executor.Sandbo
 }
 
 func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(*docker.Sandbox)) }
+
+func (a poolAdapter) Keep(sb executor.Sandbox) { a.s.Keep(sb.(*docker.Sandbox)) }
 
 func (a poolAdapter) Languages() ([]string, bool) { return a.s.Languages() }

@@ -78,6 +78,13 @@ type Config struct {
 	StateOnError        string `envconfig:"STATE_ON_ERROR"`
 	StateCaptureOnError string `envconfig:"STATE_CAPTURE_ON_ERROR"`
 
+	// Live sessions: a session's sandbox stays bound to it between its calls.
+	LiveSessions bool `envconfig:"LIVE_SESSIONS" default:"true"`
+	// LiveSessionsMax caps the live sandboxes; 0 derives it from the host's memory.
+	LiveSessionsMax            int `envconfig:"LIVE_SESSIONS_MAX"`
+	LiveSessionIdleSeconds     int `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
+	LiveSessionLifetimeSeconds int `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
+
 	DataDir            string  `envconfig:"DATA_DIR" default:"./data"`
 	RedisURL           string  `envconfig:"REDIS_URL"`
 	SessionTTLHours    float64 `envconfig:"SESSION_TTL_HOURS" default:"24"`
@@ -118,6 +125,9 @@ func LoadConfig() (Config, error) {
 		c.InstanceID = host
 	}
 	c.derive()
+	if c.LiveSessionsMax == 0 {
+		c.LiveSessionsMax = c.derivedLiveMax(hostMemoryMB())
+	}
 	return c, c.Validate()
 }
 
@@ -161,6 +171,40 @@ func (c *Config) derive() {
 	if c.PoolWarmers == 0 {
 		c.PoolWarmers = min(64, max(1, int(float64(runtime.NumCPU())/max(c.SandboxCPUs, 0.01))))
 	}
+}
+
+// derivedLiveMax is LIVE_SESSIONS_MAX when unset: half the host's memory, less what the
+// pools' warm sandboxes may take, in sandboxes of SANDBOX_MEMORY_MB plus the warm heap
+// (what a live sandbox may grow to), and at least 1. hostMB is 0 when unknown: then 8.
+func (c Config) derivedLiveMax(hostMB int64) int {
+	if hostMB <= 0 {
+		return 8
+	}
+	per := c.SandboxMemoryMB + max(c.SandboxWarmHeapMB, 0)
+	warm := 0
+	if specs, err := c.PoolSpecs(); err == nil {
+		for _, s := range specs {
+			warm += s.Size
+		}
+	}
+	return int(max(1, min(1024, (hostMB/2-int64(warm)*per)/per)))
+}
+
+// hostMemoryMB reads the host's memory from /proc/meminfo; 0 when it cannot.
+func hostMemoryMB() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil {
+				return kb >> 10
+			}
+		}
+	}
+	return 0
 }
 
 // returnableFilesMB is the most one run's output files can hold: MAX_OUTPUT_FILES
@@ -207,6 +251,9 @@ func (c Config) Validate() error {
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB (%d) must be at least 1 and STATE_MAX_RAW_MB (%d) at least as large", c.StateMaxSizeMB, c.StateMaxRawMB)
 	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
 	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
+	check(c.LiveSessionsMax >= 1, "LIVE_SESSIONS_MAX must be at least 1, got %d", c.LiveSessionsMax)
+	check(c.LiveSessionIdleSeconds >= 1 && c.LiveSessionLifetimeSeconds >= 1,
+		"LIVE_SESSION_IDLE_SECONDS and LIVE_SESSION_LIFETIME_SECONDS must be at least 1")
 	check(c.StateOnError == "keep" || c.StateOnError == "rollback", "STATE_ON_ERROR must be keep or rollback, got %q", c.StateOnError)
 	if c.StateCaptureOnError != "" {
 		_, err := strconv.ParseBool(c.StateCaptureOnError)

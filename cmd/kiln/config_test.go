@@ -64,6 +64,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"AUTO_FIGURES", c.AutoFigures, true},
 		{"MAX_TIMEOUT_MS", c.MaxTimeoutMS, int64(300000)},
 		{"STATE_ON_ERROR", c.StateOnError, "keep"},
+		{"LIVE_SESSIONS", c.LiveSessions, true},
+		{"LIVE_SESSION_IDLE_SECONDS", c.LiveSessionIdleSeconds, 600},
+		{"LIVE_SESSION_LIFETIME_SECONDS", c.LiveSessionLifetimeSeconds, 3600},
 		{"SANDBOX_TMP_MB is derived", c.SandboxTmpMB, int64(64)},
 		{"SANDBOX_DATA_MB is derived", c.SandboxDataMB, int64(128)},
 		{"MAX_FILE_SIZE_MB is derived", c.MaxFileSizeMB, int64(25)},
@@ -274,6 +277,34 @@ func TestDerivedLimits(t *testing.T) {
 
 // TestDerivedWarmers checks POOL_WARMERS: one warm-up per core that SANDBOX_CPUS
 // leaves, at least one; a value set wins.
+func TestDerivedLiveMax(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mem    int64
+		pools  string
+		hostMB int64
+		want   int
+	}{
+		{"24 GiB, 4 warm", 512, "", 24 << 10, (12<<10 - 4*544) / 544}, // 18
+		{"two pools count", 512, "python:4,polyglot:2", 24 << 10, (12<<10 - 6*544) / 544},
+		{"a small host: at least one", 512, "", 2 << 10, 1},
+		{"unknown memory", 512, "", 0, 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{SandboxMemoryMB: tt.mem, SandboxWarmHeapMB: 32, PoolSize: 4, Pools: tt.pools, SandboxImage: "i"}
+			if got := c.derivedLiveMax(tt.hostMB); got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+	cleanEnv(t)
+	t.Setenv("LIVE_SESSIONS_MAX", "0")
+	c, err := LoadConfig()
+	if err != nil || c.LiveSessionsMax < 1 {
+		t.Errorf("unset LIVE_SESSIONS_MAX: got %d (%v), want one derived from the host", c.LiveSessionsMax, err)
+	}
+}
+
 func TestDerivedWarmers(t *testing.T) {
 	cores := runtime.NumCPU()
 	tests := []struct {
