@@ -138,8 +138,8 @@ type Request struct {
 	Live        bool
 	StateBase   string
 	DeleteFiles []string
-	Timeout time.Duration // zero means the default; clamped to the limits
-	Files   []protocol.File
+	Timeout     time.Duration // zero means the default; clamped to the limits
+	Files       []protocol.File
 
 	// ExecutionID names the run for Cancel; a fresh id when empty. Owner is who may
 	// cancel it.
@@ -191,10 +191,10 @@ type Result struct {
 	Reusable    bool
 	MemoryBytes int64
 	Truncated   bool
-	Sandbox      string // id of the container that ran it
-	ExecutionID  string
-	QueueWait    time.Duration
-	ExecTime     time.Duration
+	Sandbox     string // id of the container that ran it
+	ExecutionID string
+	QueueWait   time.Duration
+	ExecTime    time.Duration
 	// WireIn and WireOut count the bytes of the frames sent to the sandbox and
 	// received from it.
 	WireIn, WireOut int64

@@ -39,7 +39,7 @@ func TestKeepTakesTheSandboxOver(t *testing.T) {
 func TestRunOnTheSessionsSandbox(t *testing.T) {
 	sb := &fakeSandbox{ready: pythonReady(), exchange: reply(func(r *protocol.Response) {
 		r.State, r.StateUnchanged, r.StateToken = nil, true, "7-2"
-		r.DeletedFiles, r.MemoryBytes = []string{"old.csv"}, 250 << 20
+		r.DeletedFiles, r.MemoryBytes = []string{"old.csv"}, 250<<20
 	})}
 	p := &fakePool{sb: &fakeSandbox{ready: pythonReady()}}
 	e := newTestExecutor(p, testLimits())

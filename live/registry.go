@@ -21,6 +21,7 @@ const (
 	EndCapacity = "capacity" // the least recently used, to make room under Config.Max
 	EndDied     = "died"     // its sandbox died, or its run left it unusable (a kill, out of memory)
 	EndDiscard  = "discard"  // its session let it go: a rollback, a deleted session
+	EndStale    = "stale"    // its session's stored state changed elsewhere (another instance)
 	EndShutdown = "shutdown" // kiln stops
 )
 
@@ -40,9 +41,13 @@ type Binding[S Sandbox] struct {
 	// StateToken names the capture the sandbox last made that the session's store
 	// holds ("" when none does): the next call's state base.
 	StateToken string
-	Memory     int64 // the REPL's resident memory after its last call
-	Created    time.Time
-	LastUsed   time.Time
+	// StateSHA256 is the digest of the session's stored state when the sandbox last
+	// served it ("" for none): a session whose stored state is another was changed
+	// elsewhere, and its sandbox is stale.
+	StateSHA256 string
+	Memory      int64 // the REPL's resident memory after its last call
+	Created     time.Time
+	LastUsed    time.Time
 }
 
 // Counts are the registry's totals since it started.

@@ -81,7 +81,13 @@ func (s *Service) prepare(sess *store.Session, req *ExecRequest) *liveRun {
 		return run
 	}
 	if sess != nil {
-		if run.bound = s.live.Take(sess.ID); run.bound != nil {
+		run.bound = s.live.Take(sess.ID)
+		if run.bound != nil && run.bound.StateSHA256 != sess.StateSHA256 {
+			// Another instance ran the session since: this namespace is older than its state.
+			s.live.End(run.bound, live.EndStale)
+			run.bound = nil
+		}
+		if run.bound != nil {
 			run.status = RuntimeReused
 			req.Sandbox, req.StateBase = run.bound.Sandbox, run.bound.StateToken
 		}
@@ -132,6 +138,7 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 		delete(files, name)
 	}
 	b.Files, b.StateToken, b.Memory = files, res.StateToken, res.MemoryBytes
+	b.StateSHA256 = out.Session.StateSHA256
 	if res.StateError != nil && !res.StateFromRun {
 		b.StateToken = "" // the store kept an older state than the namespace: no base
 	}

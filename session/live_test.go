@@ -268,3 +268,19 @@ func TestOneCallOfASessionAtATime(t *testing.T) {
 		t.Errorf("after: runtime %q, want reused", next.RuntimeStatus)
 	}
 }
+
+// Another instance that ran the session since (its stored state is another) leaves this
+// one's live sandbox stale: the call resumes from the store.
+func TestStaleLiveSandboxEnds(t *testing.T) {
+	e := newLiveEnv(t)
+	e.run.result.State = []byte("S1")
+	sid := e.exec(t, "", "x = 1").Session.ID
+	e.putState(t, sid, "S2-from-elsewhere")
+	next := e.exec(t, sid, "x")
+	if req := e.run.calls()[1]; next.RuntimeStatus != RuntimeResumed || req.Sandbox != nil || string(req.State) != "S2-from-elsewhere" {
+		t.Errorf("got %q on %v with state %q, want resumed from the other instance's state", next.RuntimeStatus, req.Sandbox, req.State)
+	}
+	if n := e.reg.Stats().Counts.Ended[live.EndStale]; n != 1 {
+		t.Errorf("ended stale: %d, want 1", n)
+	}
+}
