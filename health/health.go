@@ -1,6 +1,6 @@
 // Package health answers kiln's health routes from what kiln depends on: whether it
 // can serve executions now (/health/ready), and the detailed view of the Docker daemon,
-// the sandbox image and the pool (/health/detailed).
+// the sandbox image, the pool and the live sessions (/health/detailed).
 package health
 
 import (
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/pool"
 )
 
@@ -32,11 +33,17 @@ type Executor interface {
 	Draining() bool
 }
 
+// Live is what the detailed view needs of the live sessions' registry.
+type Live interface {
+	Stats() live.Stats
+}
+
 // Checker answers the health routes. Its fields are set once, by cmd/kiln.
 type Checker struct {
 	Daemon   Daemon
 	Pool     Pool
 	Executor Executor
+	Live     Live              // nil when live sessions are off
 	Image    string            // the first pool's sandbox image
 	Images   map[string]string // every pool's image, by pool name
 	Runtime  string            // the OCI runtime of sandboxes: runc or runsc
@@ -104,7 +111,7 @@ func (c *Checker) Detailed(ctx context.Context) any {
 		entry := map[string]any{
 			"name": p.Name, "image": c.Images[p.Name], "languages": p.Languages,
 			"target": ps.Target, "ready": ps.Ready, "warming": ps.Warming, "in_use": ps.InUse,
-			"waiting": ps.Waiting, "created": ps.Counts.Created, "failed": ps.Counts.Failed,
+			"waiting": ps.Waiting, "kept": ps.Kept, "created": ps.Counts.Created, "failed": ps.Counts.Failed,
 			"died": ps.Counts.Died, "last_error": ps.LastError,
 		}
 		if image := c.Images[p.Name]; image != "" && image != c.Image {
@@ -125,13 +132,36 @@ func (c *Checker) Detailed(ctx context.Context) any {
 		"image":  imageInfo,
 		"pool": map[string]any{
 			"target": st.Target, "ready": st.Ready, "warming": st.Warming, "in_use": st.InUse,
-			"waiting": st.Waiting, "created": st.Counts.Created, "failed": st.Counts.Failed,
+			"waiting": st.Waiting, "kept": st.Kept, "created": st.Counts.Created, "failed": st.Counts.Failed,
 			"removed": st.Counts.Removed, "leaked": st.Counts.Leaked, "died": st.Counts.Died,
 			"last_error": st.LastError, "containers": containers,
 			"runtime": c.Runtime, "repl": c.Repl,
 		},
 		"pools": pools,
+		"live":  c.live(),
 		"store": map[string]any{"kind": c.Store},
 		"auth":  map[string]any{"enabled": c.Auth},
 	}
+}
+
+// live is the live sessions' part of the detailed view: how many hold a sandbox now,
+// the memory they hold, and their calls and ends since start. The counts carry only the
+// statuses and reasons seen so far.
+func (c *Checker) live() map[string]any {
+	if c.Live == nil {
+		return map[string]any{"enabled": false}
+	}
+	st := c.Live.Stats()
+	return map[string]any{
+		"enabled": true, "idle": st.Idle, "busy": st.Busy, "max": st.Max, "memory_bytes": st.Memory,
+		"calls": nonNil(st.Counts.Calls), "ended": nonNil(st.Counts.Ended),
+	}
+}
+
+// nonNil makes a nil map an empty one, which JSON writes as {} rather than null.
+func nonNil(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
 }

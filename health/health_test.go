@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/pool"
 )
 
@@ -70,13 +71,16 @@ func TestReady(t *testing.T) {
 func TestDetailedListsThePool(t *testing.T) {
 	c := Checker{
 		Daemon: fakeDaemon{}, Executor: fakeExecutor(false), Image: "kiln-python:latest", Runtime: "runc", Store: "disk", Auth: true,
-		Pool: fakePool{true, pool.Stats{Target: 1, Ready: 1, Sandboxes: []pool.SandboxInfo{{ID: "0123456789ab", State: "ready", Age: 1500 * time.Millisecond}}}},
+		Pool: fakePool{true, pool.Stats{Target: 1, Ready: 1, Kept: 2, Sandboxes: []pool.SandboxInfo{{ID: "0123456789ab", State: "ready", Age: 1500 * time.Millisecond}}}},
 	}
 	d := c.Detailed(context.Background()).(map[string]any)
 	p := d["pool"].(map[string]any)
 	containers := p["containers"].([]map[string]any)
 	if len(containers) != 1 || containers[0]["id"] != "0123456789ab" || containers[0]["age_seconds"] != 1.5 {
 		t.Errorf("containers: got %v, want the one ready sandbox, 1.5 s old", containers)
+	}
+	if p["kept"] != 2 {
+		t.Errorf("pool kept: got %v, want 2 (the live sessions' sandboxes)", p["kept"])
 	}
 	if p["runtime"] != "runc" || d["store"].(map[string]any)["kind"] != "disk" || d["auth"].(map[string]any)["enabled"] != true {
 		t.Errorf("got %v, want runtime runc, store disk, auth on", d)
@@ -87,5 +91,39 @@ func TestDetailedListsThePool(t *testing.T) {
 	pools := d["pools"].([]map[string]any)
 	if len(pools) != 1 || pools[0]["name"] != "python" || pools[0]["ready"] != 1 || !reflect.DeepEqual(pools[0]["languages"], []string{"bash", "python"}) {
 		t.Errorf("pools: got %v, want the python pool with its languages", pools)
+	}
+}
+
+type fakeLive live.Stats
+
+func (f fakeLive) Stats() live.Stats { return live.Stats(f) }
+
+func TestDetailedLive(t *testing.T) {
+	tests := []struct {
+		name string
+		live Live
+		want map[string]any
+	}{
+		{"off", nil, map[string]any{"enabled": false}},
+		{"on, nothing yet", fakeLive{Max: 40}, map[string]any{
+			"enabled": true, "idle": 0, "busy": 0, "max": 40, "memory_bytes": int64(0),
+			"calls": map[string]int64{}, "ended": map[string]int64{},
+		}},
+		{"on, in use", fakeLive{Idle: 2, Busy: 1, Memory: 300 << 20, Max: 8, Counts: live.Counts{
+			Calls: map[string]int64{"new": 3, "reused": 7},
+			Ended: map[string]int64{"idle": 1, "capacity": 2},
+		}}, map[string]any{
+			"enabled": true, "idle": 2, "busy": 1, "max": 8, "memory_bytes": int64(300 << 20),
+			"calls": map[string]int64{"new": 3, "reused": 7}, "ended": map[string]int64{"idle": 1, "capacity": 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, pool.Stats{}}, Executor: fakeExecutor(false), Live: tt.live}
+			got := c.Detailed(context.Background()).(map[string]any)["live"]
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("live: got %#v, want %#v", got, tt.want)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/pool"
 )
 
@@ -86,7 +87,7 @@ func (f fakePools) PoolStats() []pool.MemberStats { return f }
 func TestExportedNamesAndRecent(t *testing.T) {
 	m := New()
 	m.WatchPools(fakePools{
-		{Name: "python", Stats: pool.Stats{Target: 4, Ready: 3, Warming: 1, Counts: pool.Counts{Died: 2}}},
+		{Name: "python", Stats: pool.Stats{Target: 4, Ready: 3, Warming: 1, Kept: 2, Counts: pool.Counts{Died: 2}}},
 		{Name: "polyglot", Stats: pool.Stats{Target: 1}},
 	})
 	obs := m.Pool("python")
@@ -127,6 +128,7 @@ func TestExportedNamesAndRecent(t *testing.T) {
 		`kiln_pool_checkouts_total{outcome="timeout"} 1`,
 		`kiln_pool_target{pool="python"} 4`, `kiln_pool_ready{pool="python"} 3`, `kiln_pool_warming{pool="python"} 1`,
 		`kiln_pool_in_use{pool="python"} 0`, `kiln_pool_waiting{pool="python"} 0`, `kiln_pool_target{pool="polyglot"} 1`,
+		`kiln_pool_kept{pool="python"} 2`, `kiln_pool_kept{pool="polyglot"} 0`,
 		`kiln_sandboxes_died_total{pool="python"} 2`,
 		`kiln_sandboxes_created_total{pool="python"} 1`,
 		`kiln_sandbox_warmup_duration_seconds_count{pool="python"} 1`,
@@ -172,5 +174,91 @@ func TestRingKeepsNewest(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "4,3,2" {
 		t.Errorf("list = %v, want [4 3 2]", got)
+	}
+}
+
+type fakeLive live.Stats
+
+func (f fakeLive) Stats() live.Stats { return live.Stats(f) }
+
+// scrapeText serves m's /metrics and returns the text.
+func scrapeText(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics = %d, want 200: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func TestLiveCollector(t *testing.T) {
+	tests := []struct {
+		name string
+		src  fakeLive
+		want []string
+	}{
+		{
+			name: "nothing yet: every known series at zero",
+			src:  fakeLive{Max: 40, Counts: live.Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}},
+			want: []string{
+				`kiln_live_sessions{state="idle"} 0`, `kiln_live_sessions{state="busy"} 0`,
+				`kiln_live_sessions_max 40`, `kiln_live_memory_bytes 0`,
+				`kiln_live_calls_total{status="new"} 0`, `kiln_live_calls_total{status="reused"} 0`,
+				`kiln_live_calls_total{status="resumed"} 0`,
+				`kiln_live_sessions_ended_total{reason="idle"} 0`, `kiln_live_sessions_ended_total{reason="lifetime"} 0`,
+				`kiln_live_sessions_ended_total{reason="capacity"} 0`, `kiln_live_sessions_ended_total{reason="died"} 0`,
+				`kiln_live_sessions_ended_total{reason="discard"} 0`, `kiln_live_sessions_ended_total{reason="shutdown"} 0`,
+				"# TYPE kiln_live_sessions gauge", "# TYPE kiln_live_calls_total counter",
+				"# TYPE kiln_live_sessions_ended_total counter",
+			},
+		},
+		{
+			name: "in use",
+			src: fakeLive{Idle: 3, Busy: 2, Memory: 512 << 20, Max: 8, Counts: live.Counts{
+				Calls: map[string]int64{"new": 5, "reused": 12, "resumed": 1},
+				Ended: map[string]int64{"idle": 2, "capacity": 1, "died": 1},
+			}},
+			want: []string{
+				`kiln_live_sessions{state="idle"} 3`, `kiln_live_sessions{state="busy"} 2`,
+				`kiln_live_sessions_max 8`, `kiln_live_memory_bytes 5.36870912e+08`,
+				`kiln_live_calls_total{status="new"} 5`, `kiln_live_calls_total{status="reused"} 12`,
+				`kiln_live_calls_total{status="resumed"} 1`,
+				`kiln_live_sessions_ended_total{reason="idle"} 2`, `kiln_live_sessions_ended_total{reason="capacity"} 1`,
+				`kiln_live_sessions_ended_total{reason="died"} 1`, `kiln_live_sessions_ended_total{reason="lifetime"} 0`,
+			},
+		},
+		{
+			// A reason the registry adds later is exported under its own name, not lost.
+			name: "a reason metrics does not know yet",
+			src:  fakeLive{Counts: live.Counts{Calls: map[string]int64{}, Ended: map[string]int64{"evicted": 4}}},
+			want: []string{`kiln_live_sessions_ended_total{reason="evicted"} 4`, `kiln_live_sessions_ended_total{reason="idle"} 0`},
+		},
+		{
+			// Stats always makes its maps; nil ones read as zeros all the same.
+			name: "nil maps",
+			src:  fakeLive{Idle: 1},
+			want: []string{`kiln_live_sessions{state="idle"} 1`, `kiln_live_calls_total{status="reused"} 0`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			m.WatchLive(tt.src)
+			text := scrapeText(t, m)
+			for _, want := range tt.want {
+				if !strings.Contains(text, want+"\n") {
+					t.Errorf("/metrics lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestNoLiveSeriesWhenOff: without WatchLive (LIVE_SESSIONS=false) no kiln_live_ series
+// exists, rather than zeros that would read as sessions never reused.
+func TestNoLiveSeriesWhenOff(t *testing.T) {
+	if text := scrapeText(t, New()); strings.Contains(text, "kiln_live_") {
+		t.Errorf("/metrics has kiln_live_ series without live sessions:\n%s", text)
 	}
 }

@@ -115,7 +115,10 @@ var (
 	descWarming = prometheus.NewDesc("kiln_pool_warming", "Sandboxes being created and started right now.", poolLabel, nil)
 	descInUse   = prometheus.NewDesc("kiln_pool_in_use", "Sandboxes checked out, running an execution.", poolLabel, nil)
 	descWaiting = prometheus.NewDesc("kiln_pool_waiting", "Executions queued for a sandbox right now.", poolLabel, nil)
-	descDied    = prometheus.NewDesc("kiln_sandboxes_died_total",
+	descKept    = prometheus.NewDesc("kiln_pool_kept",
+		"Sandboxes kept by live sessions, between calls or serving one: outside the pool's other counts "+
+			"(it replaced them), still its to remove when their session's live sandbox ends.", poolLabel, nil)
+	descDied = prometheus.NewDesc("kiln_sandboxes_died_total",
 		"Warm sandboxes whose process died while waiting in the pool (they are replaced).", poolLabel, nil)
 )
 
@@ -123,7 +126,7 @@ var (
 type poolCollector struct{ src PoolsSource }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTarget, descReady, descWarming, descInUse, descWaiting, descDied} {
+	for _, d := range []*prometheus.Desc{descTarget, descReady, descWarming, descInUse, descWaiting, descKept, descDied} {
 		ch <- d
 	}
 }
@@ -139,6 +142,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descWarming, st.Warming)
 		gauge(descInUse, st.InUse)
 		gauge(descWaiting, st.Waiting)
+		gauge(descKept, st.Kept)
 		ch <- prometheus.MustNewConstMetric(descDied, prometheus.CounterValue, float64(st.Counts.Died), p.Name)
 	}
 }

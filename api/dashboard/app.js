@@ -38,6 +38,13 @@ function fmtSeconds(s) {
   return s.toFixed(s < 10 ? 2 : 1) + " s";
 }
 
+function fmtBytes(n) {
+  if (n === null || n === undefined || !isFinite(n)) return "–";
+  if (n < 1 << 20) return (n / 1024).toFixed(0) + " KiB";
+  if (n < 1 << 30) return (n / (1 << 20)).toFixed(0) + " MiB";
+  return (n / (1 << 30)).toFixed(2) + " GiB";
+}
+
 function fmtAge(s) {
   if (s < 60) return s.toFixed(0) + " s";
   if (s < 3600) return (s / 60).toFixed(0) + " min";
@@ -109,6 +116,27 @@ function showHealth(h) {
     : (h.docker && !h.docker.ok ? "docker: " + h.docker.error : "");
 }
 
+// showLive draws the live sessions: how many hold a sandbox now, the memory they hold,
+// where their calls ran, and why live sandboxes ended. A kiln with them off says so.
+function showLive(l) {
+  const on = !!(l && l.enabled);
+  $("live-off").hidden = on;
+  $("live-on").hidden = !on;
+  $("live-ended").hidden = !on;
+  if (!on) return;
+  setText("live-idle", l.idle);
+  setText("live-busy", l.busy);
+  setText("live-max", l.max);
+  setText("live-memory", fmtBytes(l.memory_bytes));
+  const calls = l.calls || {};
+  setText("live-reused", calls.reused || 0);
+  setText("live-resumed", calls.resumed || 0);
+  setText("live-new", calls.new || 0);
+  const ended = Object.entries(l.ended || {}).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+  setText("live-ended", "ended since start: " +
+    (ended.length ? ended.map(([reason, n]) => `${reason} ${n}`).join(" · ") : "none"));
+}
+
 function showStats(s) {
   const now = Date.parse(s.time);
   const total = sum(s.executions);
@@ -174,6 +202,7 @@ async function refresh() {
   try {
     const [h, s] = await Promise.all([getJSON("../health/detailed"), getJSON("../stats")]);
     showHealth(h);
+    showLive(h.live);
     showStats(s);
     message("");
     setText("updated", "updated " + new Date().toLocaleTimeString());

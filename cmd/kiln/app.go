@@ -97,13 +97,20 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
 	m.exec = executor.New(poolAdapter{m.pools}, limits, m.log)
-	if cfg.LiveSessions {
+	var liveHealth health.Live // nil when off, not a nil *session.Live, which would not compare nil
+	if cfg.LiveSessions && !cfg.ReplEnabled {
+		// Each execution starts its own interpreter: there is none to keep between calls.
+		m.log.Info("live sessions are off: REPL_ENABLED=false starts an interpreter per execution")
+	}
+	if cfg.LiveSessions && cfg.ReplEnabled {
 		m.live = live.New[executor.Sandbox](live.Config{
 			Max:      cfg.LiveSessionsMax,
 			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
 			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
 		}, poolAdapter{m.pools}.Release, m.log)
 		m.background(m.live.Run)
+		met.WatchLive(m.live)
+		liveHealth = m.live
 	}
 	sessions := session.New(session.Config{
 		Store:      m.store,
@@ -140,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Keys:       keys,
 		Sessions:   sessions,
 		Health: &health.Checker{
-			Daemon: dc, Pool: m.pools, Executor: m.exec,
+			Daemon: dc, Pool: m.pools, Executor: m.exec, Live: liveHealth,
 			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled(),
 		},

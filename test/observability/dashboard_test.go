@@ -53,8 +53,9 @@ func browse(t *testing.T, url, screenshot string) string {
 	return string(out)
 }
 
-// dashboard checks that the page shows the pool's target and the executions run so
-// far, that it asks for a key without one, and saves a screenshot to look at.
+// dashboard checks that the page shows the pool's target, the executions run so far
+// and the live sessions, that it asks for a key without one, and saves a screenshot to
+// look at.
 func dashboard(t *testing.T, s *kilntest.Server) {
 	if chromium() == "" {
 		t.Skip("no Chromium on PATH (deploy/ensure-chromium.sh installs it); set CHROMIUM to use another")
@@ -64,8 +65,14 @@ func dashboard(t *testing.T, s *kilntest.Server) {
 	dom := browse(t, page+"#key="+s.Key, "")
 	for id, want := range map[string]string{
 		"pool-target": "3",
-		"exec-total":  "3",
+		"exec-total":  "5",
 		"status":      "(ok|degraded)",
+		"live-idle":   "[1-9][0-9]*",
+		"live-max":    "8",
+		"live-reused": "1",
+		"live-new":    "4",
+		"live-memory": `[0-9.]+ (KiB|MiB|GiB)`,
+		"live-ended":  "ended since start: none",
 	} {
 		re := regexp.MustCompile(fmt.Sprintf(`id="%s"[^>]*>%s<`, id, want))
 		if !re.MatchString(dom) {

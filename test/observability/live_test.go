@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -20,14 +21,20 @@ import (
 )
 
 // TestLiveServer runs one kiln and checks its operational surface against it: the key
-// on /metrics, the metric names the deploy/ configuration queries, and the dashboard.
+// on /metrics, the metric names the deploy/ configuration queries, the live sessions in
+// /metrics and /health/detailed, and the dashboard.
 func TestLiveServer(t *testing.T) {
-	// Three warm sandboxes for three runs, and a long queue timeout: on a loaded machine a
-	// refill can take longer than the default 10s.
-	s := start(t, "POOL_SIZE=3", "QUEUE_TIMEOUT_SECONDS=60")
+	// Three warm sandboxes, and a long queue timeout: on a loaded machine a refill can
+	// take longer than the default 10s. Every run below makes a session but the last,
+	// and each session keeps its sandbox live: the pool refills behind them. A cap of
+	// its own, which the host's memory would otherwise set, so that none is evicted.
+	s := start(t, "POOL_SIZE=3", "QUEUE_TIMEOUT_SECONDS=60", "LIVE_SESSIONS_MAX=8")
 	execOK(t, s, "print(1)", "ok")
 	execOK(t, s, "print(2)", "ok")
 	execOK(t, s, "1/0", "error")
+	// Two calls of one session: the second runs in the sandbox the first left live.
+	sid := execInSession(t, s, "", "x = 41", "new")
+	execInSession(t, s, sid, "print(x + 1)", "reused")
 
 	t.Run("metrics need the key", func(t *testing.T) {
 		resp, _, err := s.Request(http.MethodGet, "/metrics", nil, http.Header{"X-Api-Key": {"wrong"}})
@@ -69,6 +76,46 @@ func TestLiveServer(t *testing.T) {
 		}
 	})
 
+	t.Run("live sessions in metrics and health", func(t *testing.T) {
+		families := scrape(t, s)
+		for _, c := range []struct {
+			metric, label, value string
+			atLeast              float64
+		}{
+			{"kiln_live_calls_total", "status", "reused", 1},
+			{"kiln_live_calls_total", "status", "new", 4},
+			{"kiln_live_calls_total", "status", "resumed", 0},
+			{"kiln_live_sessions", "state", "idle", 1},
+			{"kiln_live_sessions", "state", "busy", 0},
+			{"kiln_live_sessions_ended_total", "reason", "capacity", 0},
+			{"kiln_live_sessions_max", "", "", 8},
+			{"kiln_live_memory_bytes", "", "", 1},
+			{"kiln_pool_kept", "pool", "python", 1},
+		} {
+			if got := seriesValue(families[c.metric], c.label, c.value); got < c.atLeast {
+				t.Errorf("%s{%s=%q} = %v, want at least %v", c.metric, c.label, c.value, got, c.atLeast)
+			}
+		}
+
+		var h struct {
+			Live struct {
+				Enabled     bool             `json:"enabled"`
+				Idle        int              `json:"idle"`
+				Busy        int              `json:"busy"`
+				Max         int              `json:"max"`
+				MemoryBytes int64            `json:"memory_bytes"`
+				Calls       map[string]int64 `json:"calls"`
+			} `json:"live"`
+		}
+		if err := json.Unmarshal(get(t, s, "/health/detailed", http.StatusOK), &h); err != nil {
+			t.Fatal(err)
+		}
+		l := h.Live
+		if !l.Enabled || l.Idle+l.Busy < 1 || l.Max != 8 || l.MemoryBytes <= 0 || l.Calls["reused"] < 1 || l.Calls["new"] < 4 {
+			t.Errorf("/health/detailed live = %+v, want enabled, a live session of at most 8, its memory, 1 reused call and 4 new", l)
+		}
+	})
+
 	t.Run("dashboard shows live numbers", func(t *testing.T) {
 		dashboard(t, s)
 	})
@@ -84,6 +131,23 @@ func scrape(t *testing.T, s *kilntest.Server) map[string]*dto.MetricFamily {
 		t.Fatalf("parsing /metrics: %v", err)
 	}
 	return families
+}
+
+// seriesValue returns the value of f's series whose label name is value (f's first series
+// when name is ""), or -1 when there is none.
+func seriesValue(f *dto.MetricFamily, name, value string) float64 {
+	for _, m := range f.GetMetric() {
+		if name != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+			return l.GetName() == name && l.GetValue() == value
+		}) {
+			continue
+		}
+		if g := m.GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return m.GetCounter().GetValue()
+	}
+	return -1
 }
 
 func value(f *dto.MetricFamily) float64 {

@@ -59,3 +59,29 @@ func execOK(t *testing.T, s *kilntest.Server, code, want string) {
 		t.Fatalf("exec %q = %d %q, want 200 %q (%s)", code, resp.StatusCode, out.Status, want, out.Message)
 	}
 }
+
+// execInSession runs Python code in session sid ("" for a new one) and fails the test
+// unless it ends ok where want says it ran (runtime_status: new, reused or resumed). It
+// returns the session's id.
+func execInSession(t *testing.T, s *kilntest.Server, sid, code, want string) string {
+	t.Helper()
+	var out struct {
+		SessionID     string `json:"session_id"`
+		Status        string `json:"status"`
+		RuntimeStatus string `json:"runtime_status"`
+		Message       string `json:"message"`
+	}
+	req := map[string]any{"code": code, "lang": "py"}
+	if sid != "" {
+		req["session_id"] = sid
+	}
+	resp, err := s.PostJSON("/exec", req, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || out.Status != "ok" || out.RuntimeStatus != want {
+		t.Fatalf("exec %q in session %q = %d %q runtime_status %q, want 200 ok %q (%s)",
+			code, sid, resp.StatusCode, out.Status, out.RuntimeStatus, want, out.Message)
+	}
+	return out.SessionID
+}

@@ -101,6 +101,8 @@ func TestPrometheusQueriesLiveKiln(t *testing.T) {
 	for _, status := range []string{"ok", "error", "timeout"} {
 		p.waitFor(t, fmt.Sprintf(`kiln_executions_total{job="kiln",status=%q} >= 1`, status), 30*time.Second)
 	}
+	// Each run made a session of its own, as a live call.
+	p.waitFor(t, `kiln_live_calls_total{job="kiln",status="new"} >= 3`, 30*time.Second)
 
 	t.Run("dashboard queries return data", func(t *testing.T) {
 		targets := dashboardTargets(t, filepath.Join(kilntest.Root(), "deploy/grafana/dashboards/kiln.json"))
