@@ -18,6 +18,9 @@ import (
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
+// srv is a kiln with live sessions (the default): a session's calls share its sandbox.
+// restored, started by TestNotebooks, has them off: each call restores the session's
+// stored state in a fresh sandbox, the path every session falls back to.
 var srv *kilntest.Server
 
 const (
@@ -148,18 +151,27 @@ func (k *session) run(t *testing.T, code string) (Outcome, kilntest.ExecResponse
 	return o, out
 }
 
-// A CellReport is one cell's comparison.
+// A CellReport is one cell's comparison in one mode.
 type CellReport struct {
+	Mode       string // "live" or "restored"
 	Notebook   string
 	Cell       int
 	Live, Kiln Outcome
 	Diff       []string
-	Explained  string
+	Explained  string // what the notebook says may differ, in restored mode only
 	StateError string
 }
 
-// TestNotebooks runs every notebook through a kiln session and a live interpreter, cell
-// by cell, and fails on any cell whose outcome differs unless the notebook explains it.
+// modes are the two ways a kiln session runs a notebook, each against its own server.
+type mode struct {
+	name string
+	srv  *kilntest.Server
+}
+
+// TestNotebooks runs every notebook through a kiln session with live sessions on and
+// through one with them off, and through a live interpreter, cell by cell. It fails on
+// any cell whose outcome differs, unless, with live sessions off, the notebook explains
+// it (an object that cannot be pickled): a live session keeps even those.
 func TestNotebooks(t *testing.T) {
 	notebooks, err := LoadNotebooks("notebooks")
 	if err != nil {
@@ -172,19 +184,36 @@ func TestNotebooks(t *testing.T) {
 	if cells < 200 {
 		t.Fatalf("the suite holds %d cells, want at least 200", cells)
 	}
+	restored, err := kilntest.Start(kilntest.Options{Key: key, Env: []string{
+		"POOL_SIZE=2", "QUEUE_TIMEOUT_SECONDS=120", "API_KEYS=" + key, "LIVE_SESSIONS=false",
+	}})
+	if err != nil {
+		t.Fatalf("starting kiln with live sessions off: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := restored.Stop(time.Minute); err != nil {
+			t.Errorf("stopping kiln with live sessions off: %v", err)
+		}
+	})
+	modes := []mode{{"live", srv}, {"restored", restored}}
 	var reports []CellReport
 	for _, nb := range notebooks {
 		t.Run(nb.Name, func(t *testing.T) {
 			l := startLive(t)
-			k := &session{s: srv}
+			sessions := []*session{{s: srv}, {s: restored}}
 			for i, cell := range nb.Cells {
 				want := l.run(t, cell.Code)
-				got, raw := k.run(t, cell.Code)
-				r := CellReport{Notebook: nb.Name, Cell: i + 1, Live: want, Kiln: got, Diff: want.differences(got),
-					Explained: cell.Explained, StateError: kilntest.Str(raw.StateError)}
-				reports = append(reports, r)
-				if len(r.Diff) > 0 && r.Explained == "" {
-					t.Errorf("cell %d differs in %s:\n%s", i+1, strings.Join(r.Diff, ", "), r.detail())
+				for j, m := range modes {
+					got, raw := sessions[j].run(t, cell.Code)
+					r := CellReport{Mode: m.name, Notebook: nb.Name, Cell: i + 1, Live: want, Kiln: got,
+						Diff: want.differences(got), StateError: kilntest.Str(raw.StateError)}
+					if m.name == "restored" {
+						r.Explained = cell.Explained
+					}
+					reports = append(reports, r)
+					if len(r.Diff) > 0 && r.Explained == "" {
+						t.Errorf("%s: cell %d differs in %s:\n%s", m.name, i+1, strings.Join(r.Diff, ", "), r.detail())
+					}
 				}
 			}
 		})
@@ -215,27 +244,34 @@ func (r CellReport) detail() string {
 // returns the summary line, which make test prints.
 func writeReport(t *testing.T, reports []CellReport) string {
 	t.Helper()
-	same, explained := 0, 0
+	type tally struct{ total, same, explained int }
+	tallies := map[string]*tally{"live": {}, "restored": {}}
 	var b strings.Builder
 	for _, r := range reports {
+		n := tallies[r.Mode]
+		n.total++
 		mark := "same"
 		switch {
 		case len(r.Diff) == 0:
-			same++
+			n.same++
 		case r.Explained != "":
-			explained++
+			n.explained++
 			mark = "explained (" + r.Explained + "): " + strings.Join(r.Diff, ", ")
 		default:
 			mark = "DIFFERS: " + strings.Join(r.Diff, ", ")
 		}
-		fmt.Fprintf(&b, "%s cell %d: live %s, kiln %s: %s\n", r.Notebook, r.Cell, r.Live.Status, r.Kiln.Status, mark)
+		fmt.Fprintf(&b, "%s %s cell %d: live interpreter %s, kiln %s: %s\n", r.Mode, r.Notebook, r.Cell, r.Live.Status, r.Kiln.Status, mark)
 		if len(r.Diff) > 0 {
 			b.WriteString(r.detail())
 		}
 	}
-	total := len(reports)
-	summary := fmt.Sprintf("fidelity: %d of %d cells give the live interpreter's outcome (%.1f%%); %d differ as their notebook explains, %d unexplained",
-		same, total, 100*float64(same)/float64(max(total, 1)), explained, total-same-explained)
+	var parts []string
+	for _, name := range []string{"live", "restored"} {
+		n := tallies[name]
+		parts = append(parts, fmt.Sprintf("%s sessions %d of %d cells (%.1f%%), %d explained, %d unexplained", name,
+			n.same, n.total, 100*float64(n.same)/float64(max(n.total, 1)), n.explained, n.total-n.same-n.explained))
+	}
+	summary := "fidelity, cells with the live interpreter's outcome: " + strings.Join(parts, "; ")
 	dir := filepath.Join(kilntest.Root(), "test", "results", "fidelity")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

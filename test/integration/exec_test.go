@@ -111,14 +111,21 @@ func TestStatelessStateCarriesOver(t *testing.T) {
 	if second.Status != "ok" || kilntest.Str(second.Result) != "23" {
 		t.Fatalf("second call: status %q result %s stderr %q, want ok 23", second.Status, kilntest.Str(second.Result), second.Stderr)
 	}
-	// A failed run hands back the state it was given, not a half-changed one.
-	third := run(t, map[string]any{"code": "counter = 999\n1/0", "state": *second.State})
-	if third.Status != "error" || third.State == nil {
-		t.Fatalf("third call: status %q, state %v", third.Status, third.State)
-	}
-	fourth := run(t, map[string]any{"code": "counter", "state": *third.State})
-	if kilntest.Str(fourth.Result) != "11" {
-		t.Errorf("after a failed run counter is %s, want 11", kilntest.Str(fourth.Result))
+	// A failed run hands back what it bound before the error, as a notebook does; with
+	// on_error rollback, the state it was given.
+	for _, tt := range []struct{ onError, want string }{{"", "999"}, {"rollback", "11"}} {
+		body := map[string]any{"code": "counter = 999\n1/0", "state": *second.State}
+		if tt.onError != "" {
+			body["on_error"] = tt.onError
+		}
+		third := run(t, body)
+		if third.Status != "error" || third.State == nil {
+			t.Fatalf("third call: status %q, state %v", third.Status, third.State)
+		}
+		fourth := run(t, map[string]any{"code": "counter", "state": *third.State})
+		if kilntest.Str(fourth.Result) != tt.want {
+			t.Errorf("on_error %q: after a failed run counter is %s, want %s", tt.onError, kilntest.Str(fourth.Result), tt.want)
+		}
 	}
 	noCapture := run(t, map[string]any{"state": nil, "code": "y = 1", "capture_state": false})
 	if noCapture.State != nil || noCapture.HasState {

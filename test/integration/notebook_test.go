@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -61,14 +63,31 @@ func TestFailedRunKeepsOrRollsBack(t *testing.T) {
 }
 
 func TestOverTheCapKeepsWhatFits(t *testing.T) {
-	// The shared server's sandboxes have 256 MB: STATE_MAX_RAW_MB is 32.
+	// The shared server's sandboxes have 256 MB: STATE_MAX_RAW_MB is 32. The stored state
+	// keeps the names that fit; the live session keeps the big one too, while it lives.
 	first := run(t, map[string]any{"code": "big = bytes(40 << 20)\nsmall = [1, 2, 3]"})
-	if want := "not kept (over the state limit of 32.0 MB before compression): big (over 32.0 MB)"; kilntest.Str(first.StateError) != want {
+	if want := "kept only while the session is live (over the state limit of 32.0 MB before compression): big (over 32.0 MB)"; kilntest.Str(first.StateError) != want {
 		t.Errorf("state_error %s, want %s", kilntest.Str(first.StateError), want)
 	}
 	next := run(t, map[string]any{"session_id": first.SessionID, "code": "small, 'big' in globals()"})
-	if got := kilntest.Str(next.Result); got != "([1, 2, 3], False)" {
-		t.Errorf("got %s, want the small name kept and the big one absent", got)
+	if got := kilntest.Str(next.Result); got != "([1, 2, 3], True)" || next.RuntimeStatus != "reused" {
+		t.Errorf("live: got %s (%s), want both names", got, next.RuntimeStatus)
+	}
+	// Forked, the session is its stored state: the big name is absent, with state_error
+	// having said why.
+	resp, body, err := srv.Request(http.MethodPost, "/sessions/"+first.SessionID+"/fork", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("fork: %v %s", err, body)
+	}
+	var forked struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(body, &forked); err != nil || forked.SessionID == "" {
+		t.Fatalf("fork answered %s", body)
+	}
+	stored := run(t, map[string]any{"session_id": forked.SessionID, "code": "small, 'big' in globals()"})
+	if got := kilntest.Str(stored.Result); got != "([1, 2, 3], False)" || stored.RuntimeStatus != "resumed" {
+		t.Errorf("the stored state: got %s (%s), want the small name kept and the big one absent", got, stored.RuntimeStatus)
 	}
 }
 

@@ -425,7 +425,7 @@ func TestManyStreamsWithCancels(t *testing.T) {
 	kilntest.WaitFor(t, 2*time.Minute, "the pool back to idle with nothing extra", func() bool {
 		p, err := srv.Pool()
 		left, derr := kilntest.Containers(srv.Instance)
-		return err == nil && derr == nil && p.InUse == 0 && len(left) <= p.Target
+		return err == nil && derr == nil && p.InUse == 0 && len(left) <= p.Target+p.Kept
 	})
 	kilntest.WaitFor(t, 30*time.Second, "kiln's goroutines back to where they were", func() bool {
 		return goroutines(t) <= goroutines0+10

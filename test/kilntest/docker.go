@@ -78,3 +78,6 @@ func testPID(instance string) (int, bool) {
 	pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
 	return pid, err == nil && pid > 0
 }
+
+// NewMarker returns a random name, for a test to find its own things by.
+func NewMarker() string { return randomSuffix() + randomSuffix() }

@@ -15,7 +15,10 @@ type ExecResponse struct {
 	HasState   bool    `json:"has_state"`
 	StateSize  int     `json:"state_size"`
 	StateError *string `json:"state_error"`
-	Timing     struct {
+	// DeletedFiles and RuntimeStatus: see docs/api.md.
+	DeletedFiles  []string `json:"deleted_files"`
+	RuntimeStatus string   `json:"runtime_status"`
+	Timing        struct {
 		QueueMS float64 `json:"queue_ms"`
 		ExecMS  float64 `json:"exec_ms"`
 		TotalMS float64 `json:"total_ms"`

@@ -14,6 +14,7 @@ type Pool struct {
 	Ready      int   `json:"ready"`
 	Warming    int   `json:"warming"`
 	InUse      int   `json:"in_use"`
+	Kept       int   `json:"kept"` // by live sessions, between their calls
 	Waiting    int   `json:"waiting"`
 	Created    int64 `json:"created"`
 	Failed     int64 `json:"failed"`

@@ -140,8 +140,9 @@ func (v victim) check(want class) []string {
 }
 
 // killSandboxes kills, while a run of its own is going, every sandbox of the instance
-// that is not in the pool's ready list (the victim's, any client's in use, and any
-// warming). The victim must come back sandbox_died (or oom) with 137.
+// that is not in the pool's ready list (the victim's, any client's in use, the live
+// sessions' between their calls, and any warming). The victim must come back
+// sandbox_died (or oom) with 137; a live session's next call resumes from its stored state.
 func (s *soak) killSandboxes(f *faultRecord) (func() []string, error) {
 	v, err := s.startVictim()
 	if err != nil {

@@ -94,11 +94,11 @@ func shorts(sums []string) string {
 type applied int
 
 const (
-	appliedAll   applied = iota // ok: the variable and the file
-	appliedFile                 // error status: the file only (docs/api.md, State after an error)
-	appliedNone                 // refused before the run, or the sandbox killed: nothing
-	appliedMaybe                // no answer: the variable (if the step sets it) and the file, or not
-	fileMaybe                   // an unexpected status with an answer: the file maybe, the variable not
+	// appliedAll: ok, or the error the step raises on purpose after binding its variable
+	// and writing its file: both are kept (docs/api.md, What a session keeps).
+	appliedAll   applied = iota
+	appliedNone          // refused before the run, or the sandbox killed: nothing
+	appliedMaybe         // no answer, or an unexpected status: the variable and the file, or not
 )
 
 // change is what one step does to its session when it succeeds.
@@ -107,7 +107,7 @@ type change struct {
 	val  int64
 	file string
 	sum  string
-	fail bool // the step raises after writing: the variable is never kept
+	fail bool // the step raises after binding and writing: both are kept all the same
 }
 
 func (m *model) apply(c change, how applied) {
@@ -120,13 +120,9 @@ func (m *model) apply(c change, how applied) {
 	case appliedAll:
 		m.vars = []map[string]int64{setVar(m.vars[0])}
 		m.files[c.file] = []string{c.sum}
-	case appliedFile:
-		m.files[c.file] = []string{c.sum}
-	case appliedMaybe, fileMaybe:
-		if how == appliedMaybe && !c.fail {
-			for _, v := range m.vars {
-				m.vars = append(m.vars, setVar(v))
-			}
+	case appliedMaybe:
+		for _, v := range m.vars {
+			m.vars = append(m.vars, setVar(v))
 		}
 		cands := m.files[c.file]
 		if cands == nil {
@@ -219,9 +215,11 @@ func (w *worker) step(m *model) {
 	} else {
 		r = w.s.cl.exec(body)
 	}
+	// A step that fails raises after it bound its variable and wrote its file: the
+	// session keeps both, as a notebook does (on_error keep, the default).
 	status, errLine, good := "ok", "", appliedAll
 	if c.fail {
-		status, errLine, good = "error", "RuntimeError: soak step failed on purpose", appliedFile
+		status, errLine = "error", "RuntimeError: soak step failed on purpose"
 	}
 	p := expect(r, status, map[string]int{"ok": 0, "error": 1}[status], errLine)
 	_, cl := classify(r)
@@ -248,7 +246,7 @@ func (w *worker) step(m *model) {
 			}
 		case cl == classDied: // killed: no state, no files reported
 		default:
-			m.apply(c, fileMaybe)
+			m.apply(c, appliedMaybe)
 		}
 	case r.refused(), r.err == nil && r.status >= 400 && r.status != http.StatusInternalServerError:
 		// refused before the run (a 503 waited for a sandbox in vain)

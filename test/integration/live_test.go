@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// Live sessions (on by default): a session's calls run in one interpreter, with the
+// stored state as the fallback.
+
+func TestLiveSessionKeepsItsInterpreter(t *testing.T) {
+	first := run(t, map[string]any{"code": "import threading\nlock = threading.Lock()\ngen = (i for i in range(3))\nnext(gen)"})
+	if first.RuntimeStatus != "new" || kilntest.Str(first.Result) != "0" {
+		t.Fatalf("first: runtime %q, result %s; want new, 0", first.RuntimeStatus, kilntest.Str(first.Result))
+	}
+	if want := "kept only while the session is live (unpicklable): lock (lock), gen (generator)"; kilntest.Str(first.StateError) != want {
+		t.Errorf("state_error %s, want %s", kilntest.Str(first.StateError), want)
+	}
+	next := run(t, map[string]any{"session_id": first.SessionID, "code": "next(gen), lock.locked()"})
+	if next.RuntimeStatus != "reused" || kilntest.Str(next.Result) != "(1, False)" {
+		t.Errorf("next: runtime %q, result %s (%s); want reused, (1, False)", next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
+	}
+}
+
+func TestLiveSessionFiles(t *testing.T) {
+	first := run(t, map[string]any{"code": "open('a.txt', 'w').write('a')"})
+	sid := first.SessionID
+	second := run(t, map[string]any{"session_id": sid, "code": "import os\nprint(open('a.txt').read())\nos.remove('a.txt')"})
+	if second.RuntimeStatus != "reused" || second.Stdout != "a\n" || !slices.Equal(second.DeletedFiles, []string{"a.txt"}) {
+		t.Fatalf("second: runtime %q stdout %q deleted %v, want reused, a, [a.txt]", second.RuntimeStatus, second.Stdout, second.DeletedFiles)
+	}
+	resp, body, err := srv.Request(http.MethodGet, "/files/"+sid, nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK || strings.Contains(string(body), "a.txt") {
+		t.Errorf("files of the session: %v %s, want no a.txt", err, body)
+	}
+	third := run(t, map[string]any{"session_id": sid, "code": "import os\nsorted(os.listdir('.'))"})
+	if third.RuntimeStatus != "reused" || kilntest.Str(third.Result) != "[]" {
+		t.Errorf("third: runtime %q, files %s; want reused, []", third.RuntimeStatus, kilntest.Str(third.Result))
+	}
+}
+
+// A live sandbox that dies between calls: the next call resumes from the stored state,
+// which holds what could be pickled.
+func TestLiveSandboxKilledResumes(t *testing.T) {
+	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
+	first := run(t, map[string]any{"code": "x = 41\ngen = (i for i in [1])\nopen('" + marker + "', 'w').close()"})
+	id := containerWith(t, marker)
+	if out, err := kilntest.Docker("kill", id); err != nil {
+		t.Fatalf("docker kill %s: %v: %s", id, err, out)
+	}
+	next := run(t, map[string]any{"session_id": first.SessionID, "code": "x + 1, 'gen' in globals()"})
+	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(42, False)" {
+		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed, (42, False)", next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
+	}
+}
+
+func TestLiveSessionFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name, code  string
+		body        map[string]any
+		wantStatus  string
+		wantRuntime string // of the call after
+		wantX       string
+	}{
+		// The REPL's own deadline interrupts the code: the interpreter stays, with what
+		// the cell bound before.
+		{"soft timeout", "import time\nx = 2\ntime.sleep(30)", map[string]any{"timeout": 1000}, "timeout", "reused", "2"},
+		// Code that swallows the interrupt outlives the hard deadline: its sandbox is
+		// killed, and the session resumes from the state before the call.
+		{"hard timeout", "x = 2\nwhile True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+			map[string]any{"timeout": 500}, "timeout", "resumed", "1"},
+		{"sandbox died", "import os\nx = 2\nos.kill(os.getpid(), 9)", nil, "sandbox_died", "resumed", "1"},
+		{"rollback", "x = 2\n1 / 0", map[string]any{"on_error": "rollback"}, "error", "resumed", "1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := run(t, map[string]any{"code": "x = 1"})
+			body := map[string]any{"session_id": first.SessionID, "code": tt.code}
+			for k, v := range tt.body {
+				body[k] = v
+			}
+			if failed := run(t, body); failed.Status != tt.wantStatus || failed.RuntimeStatus != "reused" {
+				t.Fatalf("the call: %s (%s), runtime %q; want %s, reused", failed.Status, kilntest.Str(failed.Error), failed.RuntimeStatus, tt.wantStatus)
+			}
+			after := run(t, map[string]any{"session_id": first.SessionID, "code": "x"})
+			if after.RuntimeStatus != tt.wantRuntime || kilntest.Str(after.Result) != tt.wantX {
+				t.Errorf("after: runtime %q, x = %s; want %s, %s", after.RuntimeStatus, kilntest.Str(after.Result), tt.wantRuntime, tt.wantX)
+			}
+		})
+	}
+}
+
+// Calls of one session sent at once run one after the other, each seeing the last's
+// names: no update is lost, no second copy of the session runs.
+func TestLiveSessionCallsTakeTurns(t *testing.T) {
+	sid := run(t, map[string]any{"code": "n = 0"}).SessionID
+	var wg sync.WaitGroup
+	results := make([]string, 3)
+	for i := range results {
+		wg.Go(func() {
+			var out kilntest.ExecResponse
+			resp, err := srv.PostJSON("/exec", map[string]any{"session_id": sid, "code": "import time\ntime.sleep(0.5)\nn += 1\nn"}, &out)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("call %d: %v %v %s", i, err, resp, out.Message)
+				return
+			}
+			results[i] = kilntest.Str(out.Result)
+		})
+	}
+	wg.Wait()
+	slices.Sort(results)
+	if !slices.Equal(results, []string{"1", "2", "3"}) {
+		t.Errorf("the calls saw n = %v, want 1, 2 and 3", results)
+	}
+}
+
+// Another language runs in a sandbox of its own pool with the session's files, and
+// leaves the live Python as it was.
+func TestOtherLanguageLeavesTheLivePythonAlone(t *testing.T) {
+	first := run(t, map[string]any{"code": "gen = (i for i in range(5))\nnext(gen)\nopen('p.txt', 'w').write('py')"})
+	sh := run(t, map[string]any{"session_id": first.SessionID, "lang": "bash", "code": "cat p.txt; echo sh > s.txt"})
+	if sh.Stdout != "py" || sh.RuntimeStatus != "resumed" {
+		t.Fatalf("bash: stdout %q, runtime %q; want py, resumed", sh.Stdout, sh.RuntimeStatus)
+	}
+	py := run(t, map[string]any{"session_id": first.SessionID, "code": "next(gen), open('s.txt').read()"})
+	if py.RuntimeStatus != "reused" || kilntest.Str(py.Result) != "(1, 'sh\\n')" {
+		t.Errorf("python after: runtime %q, result %s (%s); want reused, (1, 'sh\\n')", py.RuntimeStatus, kilntest.Str(py.Result), kilntest.Str(py.Error))
+	}
+}
+
+func TestStatelessCallsStaySingleUse(t *testing.T) {
+	code := "import os\nseen = os.path.exists('/tmp/been-here')\nopen('/tmp/been-here', 'w').close()\nseen"
+	for i := range 2 {
+		r := run(t, map[string]any{"code": code, "state": nil})
+		if kilntest.Str(r.Result) != "False" || r.RuntimeStatus != "new" {
+			t.Errorf("stateless call %d: saw another call's file %s, runtime %q; want a fresh sandbox (False, new)", i, kilntest.Str(r.Result), r.RuntimeStatus)
+		}
+	}
+}
+
+// containerWith returns the id of the instance's container that holds the file at path.
+func containerWith(t *testing.T, path string) string {
+	t.Helper()
+	ids, err := kilntest.Containers(srv.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := kilntest.Docker("exec", id, "test", "-e", path); err == nil {
+			return id
+		}
+	}
+	t.Fatalf("no container of %s holds %s", srv.Instance, path)
+	return ""
+}
