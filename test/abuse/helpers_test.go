@@ -155,7 +155,7 @@ func poolStats(t *testing.T) kilntest.Pool {
 }
 
 // settled is a quiet pool: full, nothing warming, lent or waiting, every removal done
-// (only the pool's containers exist), listed by id.
+// (only the pool's containers and the live sessions' exist), listed by id.
 type settled struct {
 	pool       kilntest.Pool
 	containers []string
@@ -171,7 +171,8 @@ func settle(t *testing.T) settled {
 		if err != nil {
 			t.Fatalf("docker ps: %v", err)
 		}
-		if p.Ready == p.Target && p.Warming == 0 && p.InUse == 0 && p.Waiting == 0 && len(ids) == p.Target {
+		// Live sessions keep their sandboxes between calls, outside the pool's count.
+		if p.Ready == p.Target && p.Warming == 0 && p.InUse == 0 && p.Waiting == 0 && len(ids) == p.Target+p.Kept {
 			slices.Sort(ids)
 			return settled{pool: p, containers: ids}
 		}

@@ -394,7 +394,8 @@ open("real.txt", "w").write("real")
 
 // Case 16: nothing survives from one execution to the next (a file in /tmp, a file in
 // /mnt/data, a global, a background process, the container itself) except what the
-// session's state and files carry.
+// session's state and files carry, and, within one session, its live container with its
+// interpreter and files (never a process it started).
 //
 // The container is told apart by its id, read from /proc/self/cgroup. gVisor leaves
 // that file empty (hiding the host is its point), so under gVisor it is told apart by
@@ -460,17 +461,21 @@ print(json.dumps({"tmp": os.path.exists("/tmp/marker"), "data": os.path.exists("
 		first kilntest.ExecResponse
 		body  map[string]any
 		want  seen // Container is checked apart
+		same  bool // the same container: the session's live one
 	}{
-		{"stateless", stateless, map[string]any{"code": look, "state": nil}, seen{}},
-		{"stateless with the state returned", stateless, map[string]any{"code": look, "state": *stateless.State}, seen{Global: true}},
-		{"a new session", session, map[string]any{"code": look}, seen{}},
-		{"the same session", session, map[string]any{"code": look, "session_id": session.SessionID}, seen{Global: true, Data: true}},
+		{"stateless", stateless, map[string]any{"code": look, "state": nil}, seen{}, false},
+		{"stateless with the state returned", stateless, map[string]any{"code": look, "state": *stateless.State}, seen{Global: true}, false},
+		{"a new session", session, map[string]any{"code": look}, seen{}, false},
+		{"the same session", session, map[string]any{"code": look, "session_id": session.SessionID}, seen{Tmp: true, Global: true, Data: true}, true},
+		{"the same session without capture", session, map[string]any{"code": look, "session_id": session.SessionID, "capture_state": false},
+			seen{Global: true, Data: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := lookAt(t, tt.body)
-			if firstID := strings.TrimSpace(tt.first.Stdout); firstID == "" || got.Container == "" || firstID == got.Container {
-				t.Errorf("containers %q then %q, want two different ones", firstID, got.Container)
+			firstID := strings.TrimSpace(tt.first.Stdout)
+			if firstID == "" || got.Container == "" || (firstID == got.Container) != tt.same {
+				t.Errorf("containers %q then %q, want the same one %v", firstID, got.Container, tt.same)
 			}
 			got.Container = ""
 			if got != tt.want {

@@ -84,9 +84,9 @@ func TestCase21ClientDisconnect(t *testing.T) {
 	}
 	t.Logf("sandbox %s removed %s after the client hung up", short(gone)[0], time.Since(hungUp).Round(time.Millisecond))
 	after := settle(t)
-	if len(after.containers) != poolSize || after.pool.Leaked != before.pool.Leaked {
-		t.Errorf("after the disconnect: %d containers (want %d), leaked %d→%d (want unchanged)",
-			len(after.containers), poolSize, before.pool.Leaked, after.pool.Leaked)
+	if len(after.containers) != poolSize+after.pool.Kept || after.pool.Leaked != before.pool.Leaked {
+		t.Errorf("after the disconnect: %d containers (want the pool's %d and %d live sessions'), leaked %d→%d (want unchanged)",
+			len(after.containers), poolSize, after.pool.Kept, before.pool.Leaked, after.pool.Leaked)
 	}
 	if !strings.Contains(srv.Logs(), "client went away during the run") {
 		t.Errorf("kiln's log does not record the client going away")
@@ -173,7 +173,7 @@ func TestCase22Overload(t *testing.T) {
 		t.Errorf("refused %d, want some 503s: %d requests for %d sandboxes and a queue of %d", refused, n, poolSize, maxQueue)
 	}
 	after := settle(t)
-	if len(after.containers) != poolSize {
-		t.Errorf("after the burst: %d containers, want %d", len(after.containers), poolSize)
+	if len(after.containers) != poolSize+after.pool.Kept {
+		t.Errorf("after the burst: %d containers, want the pool's %d and %d live sessions'", len(after.containers), poolSize, after.pool.Kept)
 	}
 }

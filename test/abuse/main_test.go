@@ -137,8 +137,8 @@ func runMain(m *testing.M) int {
 }
 
 // afterSuite checks what security.md asks once everything has run: kiln answers and
-// is ready, only the pool's own containers are left, its memory is bounded; then
-// SIGTERM makes it exit 0 and remove every container it made.
+// is ready, only the pool's own containers and the live sessions' are left, its memory
+// is bounded; then SIGTERM makes it exit 0 and remove every container it made.
 func afterSuite() error {
 	if err := srv.WaitReady(time.Minute); err != nil {
 		srv.Kill()
@@ -149,12 +149,14 @@ func afterSuite() error {
 	for {
 		var err error
 		left, err = kilntest.Containers(srv.Instance)
-		if err == nil && len(left) == poolSize {
+		pool, perr := srv.Pool()
+		if err == nil && perr == nil && len(left) == poolSize+pool.Kept {
 			break
 		}
 		if time.Now().After(deadline) {
 			srv.Kill()
-			return fmt.Errorf("after the suite: %d containers for the instance (err %v), want the pool's %d: %v", len(left), err, poolSize, left)
+			return fmt.Errorf("after the suite: %d containers for the instance (err %v), want the pool's %d and the %d live sessions': %v",
+				len(left), err, poolSize, pool.Kept, left)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

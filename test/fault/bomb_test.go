@@ -79,17 +79,17 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 	}
 
 	// A state the run builds in its sandbox. kiln sends its raw cap with the request,
-	// and the REPL stops pickling there: the name over the cap is not kept, state_error
-	// names it with its size, the names that fit are kept and the run is ok. 200 MiB would
-	// not fit twice in 512 MB: before the REPL's pickle was bounded, the same run ended as
-	// oom.
+	// and the REPL stops pickling there: the name over the cap is not stored, state_error
+	// names it with its size, the names that fit are stored and the run is ok; the live
+	// session keeps it in its interpreter meanwhile. 200 MiB would not fit twice in 512 MB:
+	// before the REPL's pickle was bounded, the same run ended as oom.
 	for _, tt := range []struct {
 		mb         int
 		status     string
 		stateError string
 	}{
-		{100, "ok", "not kept (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
-		{200, "ok", "not kept (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
+		{100, "ok", "kept only while the session is live (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
+		{200, "ok", "kept only while the session is live (over the state limit of 64.0 MB before compression): x (over 64.0 MB)"},
 	} {
 		t.Run("a run that builds "+strconv.Itoa(tt.mb)+" MiB of state", func(t *testing.T) {
 			r := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid,
@@ -103,9 +103,9 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 			if r.body.StateSize != first.body.StateSize {
 				t.Errorf("state_size %d, want the %d the session had: the same names, x left out", r.body.StateSize, first.body.StateSize)
 			}
-			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())"})
-			if next.err != nil || next.body.Status != "ok" || next.body.Stdout != "41 False\n" {
-				t.Errorf("the next run got %d %+v (err %v), want 41 False: y kept, x absent", next.status, next.body, next.err)
+			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())\ndel x"})
+			if next.err != nil || next.body.Status != "ok" || next.body.Stdout != "41 True\n" {
+				t.Errorf("the next run got %d %+v (err %v), want 41 True: y stored, x live", next.status, next.body, next.err)
 			}
 		})
 	}

@@ -64,8 +64,8 @@ func TestGoSDKExecute(t *testing.T) {
 		t.Fatalf("execute = %s, want the result 42", text(res))
 	}
 	res, out = execute(t, cs, map[string]any{"code": "print(x)"})
-	if res.IsError || out["stdout"] != "41\n" {
-		t.Errorf("second call = %s, want x kept in the default session", text(res))
+	if res.IsError || out["stdout"] != "41\n" || out["runtime_status"] != "reused" {
+		t.Errorf("second call = %s (runtime %v), want x kept in the default session, live", text(res), out["runtime_status"])
 	}
 	// savefig, not show: see the note in node/kiln-mcp.test.mjs.
 	res, _ = execute(t, cs, map[string]any{"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('/mnt/data/plot.png')"})

@@ -231,7 +231,7 @@ func (s *soak) settle() string {
 		}
 		p, perr := srv.Pool()
 		ids, err := kilntest.Containers(s.instance)
-		if perr == nil && err == nil && p.Ready == p.Target && p.InUse == 0 && p.Warming == 0 && len(ids) == p.Target {
+		if perr == nil && err == nil && p.Ready == p.Target && p.InUse == 0 && p.Warming == 0 && len(ids) == p.Target+p.Kept {
 			return ""
 		}
 		if time.Now().After(deadline) {
