@@ -18,6 +18,7 @@ const (
 	CodeInvalid      Code = "invalid_request"
 	CodeLanguage     Code = "unsupported_language"
 	CodeUnauthorized Code = "unauthorized"
+	CodeForbidden    Code = "forbidden"
 	CodeNotFound     Code = "not_found"
 	CodeConflict     Code = "conflict"
 	CodeBusy         Code = "session_busy"

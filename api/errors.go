@@ -16,6 +16,7 @@ var statusOf = map[kiln.Code]int{
 	kiln.CodeInvalid:      http.StatusBadRequest,
 	kiln.CodeLanguage:     http.StatusBadRequest,
 	kiln.CodeUnauthorized: http.StatusUnauthorized,
+	kiln.CodeForbidden:    http.StatusForbidden,
 	kiln.CodeNotFound:     http.StatusNotFound,
 	kiln.CodeConflict:     http.StatusConflict,
 	kiln.CodeBusy:         http.StatusConflict,

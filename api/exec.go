@@ -30,14 +30,21 @@ type execRequest struct {
 	CaptureState *bool           `json:"capture_state"`
 	OnError      string          `json:"on_error"`
 	Timeout      *int64          `json:"timeout"`
+	// RuntimeSessionHint is LibreChat's name for a conversation's runtime: the same hint
+	// from the same caller continues the same session.
+	RuntimeSessionHint string `json:"runtime_session_hint"`
 }
 
 type fileRef struct {
 	ID        string `json:"id"`
 	SessionID string `json:"session_id"`
 	Name      string `json:"name"`
-	// StorageSessionID is what newer LibreChat clients send for session_id.
-	StorageSessionID string `json:"storage_session_id"`
+	// StorageSessionID is what newer LibreChat clients send for session_id, and Kind,
+	// ResourceID and Version whose session it is (see session.Scope).
+	StorageSessionID string          `json:"storage_session_id"`
+	Kind             string          `json:"kind"`
+	ResourceID       string          `json:"resource_id"`
+	Version          json.RawMessage `json:"version"`
 }
 
 type timing struct {
@@ -52,6 +59,18 @@ type fileOut struct {
 	SessionID   string `json:"session_id"`
 	Size        int64  `json:"size"`
 	ContentType string `json:"content_type"`
+	// StorageSessionID is SessionID under the name newer LibreChat clients read.
+	StorageSessionID string `json:"storage_session_id"`
+	// Inherited marks a read-only input the run changed, handed back as it was;
+	// ModifiedFrom names the input a new file is a changed copy of.
+	Inherited    bool        `json:"inherited,omitempty"`
+	ModifiedFrom *fileOrigin `json:"modified_from,omitempty"`
+}
+
+// fileOrigin names a stored file.
+type fileOrigin struct {
+	ID               string `json:"id"`
+	StorageSessionID string `json:"storage_session_id"`
 }
 
 // execResponse is the body of a 200 from POST /exec.
@@ -74,7 +93,10 @@ type execResponse struct {
 	// RuntimeStatus says where the run went: new, reused (the session's live sandbox)
 	// or resumed (a fresh one, from the stored state).
 	RuntimeStatus string `json:"runtime_status"`
-	Timing        timing `json:"timing"`
+	// RuntimeSessionID names the runtime that ran the call, for LibreChat: the session,
+	// which is the runtime (null in stateless mode, which has none).
+	RuntimeSessionID *string `json:"runtime_session_id"`
+	Timing           timing  `json:"timing"`
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +179,7 @@ func setState(out *execResponse, state []byte) {
 // new one that only keeps the run's files; the state travels in the request and
 // response bodies.
 func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (session.ExecRequest, error) {
-	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, Stateless: stateless}
+	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, RuntimeHint: req.RuntimeSessionHint, Stateless: stateless}
 	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
 		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
 	}
@@ -168,7 +190,15 @@ func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (se
 		if !kiln.ValidID(f.ID) || (f.SessionID != "" && !kiln.ValidID(f.SessionID)) {
 			return sreq, kiln.Errorf(kiln.CodeInvalid, "files[]: id and session_id must be kiln ids (21 characters of A-Z a-z 0-9 _ -)")
 		}
-		sreq.Files = append(sreq.Files, session.FileRef{ID: f.ID, SessionID: f.SessionID, Name: f.Name})
+		version := strings.Trim(string(f.Version), `"`)
+		if version == "null" {
+			version = ""
+		}
+		scope, err := session.ParseScope(f.Kind, f.ResourceID, version)
+		if err != nil {
+			return sreq, kiln.Errorf(kiln.CodeInvalid, "files[]: %s", err.(*kiln.Error).Message)
+		}
+		sreq.Files = append(sreq.Files, session.FileRef{ID: f.ID, SessionID: f.SessionID, Name: f.Name, Scope: scope})
 	}
 	return sreq, nil
 }
@@ -182,10 +212,10 @@ func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *
 		Status:    res.Status, ExitCode: res.ExitCode,
 		Stdout: res.Stdout, Stderr: res.Stderr,
 		Error: res.Error, Result: res.Result.Result,
-		Files:         fileOutFromStore(res.Files).out(),
+		Files:         runFiles(res),
 		Truncated:     res.Truncated,
 		StateError:    res.StateError,
-		DeletedFiles:  append([]string{}, res.DeletedFiles...),
+		DeletedFiles:  append([]string{}, res.Deleted...),
 		RuntimeStatus: res.RuntimeStatus,
 		Timing:        timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
 	}
@@ -193,6 +223,24 @@ func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *
 		setState(out, res.State)
 	} else {
 		out.HasState, out.StateSize = res.Session.HasState, int(res.Session.StateSize)
+		out.RuntimeSessionID = &res.Session.ID
+	}
+	return out
+}
+
+// runFiles is what a run's answer lists of its files: those it stored (each with the
+// input it changed, if any), then the read-only inputs it changed, as they were.
+func runFiles(res *session.ExecResult) []fileOut {
+	out := fileOutFromStore(res.Files).out()
+	for i := range out {
+		if from := res.ModifiedFrom[out[i].ID]; from != nil {
+			out[i].ModifiedFrom = &fileOrigin{ID: from.ID, StorageSessionID: from.SessionID}
+		}
+	}
+	for _, in := range res.Inherited {
+		f := fileOutFromStore{in.File}.out()[0]
+		f.Name, f.Inherited = in.Path, true
+		out = append(out, f)
 	}
 	return out
 }
@@ -216,6 +264,9 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 	x.Args = args
 	if req.EntityID != "" && !kiln.ValidToken(req.EntityID, 40) {
 		return x, kiln.Errorf(kiln.CodeInvalid, "entity_id must be 1 to 40 characters of A-Z a-z 0-9 _ -")
+	}
+	if req.RuntimeSessionHint != "" && !session.ValidRuntimeHint(req.RuntimeSessionHint) {
+		return x, kiln.Errorf(kiln.CodeInvalid, "runtime_session_hint must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
 	}
 	if len(req.State) > 0 && string(req.State) != "null" {
 		var b64 string

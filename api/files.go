@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 
@@ -19,10 +21,22 @@ import (
 // caller names who asks, for ownership checks: the key from auth, the user from the
 // User-Id header (uploads and reads) or the body's user_id (exec).
 func caller(r *http.Request, user string) session.Caller {
+	ri := info(r)
+	if ri.user != "" {
+		return session.Caller{Key: ri.owner, User: ri.user, Proven: true} // the token's user, whatever the body says
+	}
 	if user == "" {
 		user = r.Header.Get("User-Id")
 	}
-	return session.Caller{Key: info(r).owner, User: user}
+	// Control characters separate the parts of an owner, and "\x01" marks a resource's
+	// own identity (session.Caller.In): no client-named user holds one.
+	user = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, user)
+	return session.Caller{Key: ri.owner, User: user}
 }
 
 // pathID returns a path parameter that must be a kiln id; anything else is a 404,
@@ -64,58 +78,129 @@ type uploadedFile struct {
 	Filename string `json:"filename"`
 }
 
-// upload handles POST /upload: multipart fields "file" (one) or "files" (repeated).
-func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+// uploadForm is a multipart upload as read: where it goes, and its files. Fields come
+// before the files they are about, as LibreChat sends them; a file part may carry a
+// relative path in its filename (pptx/editing.md).
+type uploadForm struct {
+	to      session.Target
+	uploads []session.Upload
+	tooBig  map[int]bool // the uploads over the file size limit, by index (their data is not kept)
+	capped  bool         // files past the batch's limit were dropped
+}
+
+// readUpload reads a multipart upload: the fields entity_id, kind, id, version and
+// read_only, and the files in fields "file" or "files": at most MAX_FILES_PER_SESSION of
+// them, or, in a batch, the session layer's BatchLimit for the scope. Past the limit, a
+// single upload (batch false) is refused and a batch drops the rest; a file over the
+// size limit refuses a single upload and is marked in a batch.
+func (s *Server) readUpload(w http.ResponseWriter, r *http.Request, batch bool) (*uploadForm, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		writeError(w, r, kiln.Errorf(kiln.CodeMediaType, "send the upload as multipart/form-data with fields file or files"))
-		return
+		return nil, kiln.Errorf(kiln.CodeMediaType, "send the upload as multipart/form-data with fields file or files")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.maxUpload)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "reading the multipart body: %v", err))
-		return
+		return nil, kiln.Errorf(kiln.CodeInvalid, "reading the multipart body: %v", err)
 	}
-	var uploads []session.Upload
-	entity := ""
+	form := &uploadForm{tooBig: map[int]bool{}}
+	limit := s.maxFiles
+	var kind, id, version string
+	scoped := false
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			writeError(w, r, bodyError(err, s.maxUpload))
-			return
+			return nil, bodyError(err, s.maxUpload)
 		}
-		switch part.FormName() {
+		switch name := part.FormName(); name {
 		case "file", "files":
-			if len(uploads) >= s.maxFiles {
-				writeError(w, r, kiln.Errorf(kiln.CodeTooLarge, "more than %d files in one upload", s.maxFiles))
-				return
+			if !scoped {
+				if form.to.Scope, err = session.ParseScope(kind, id, version); err != nil {
+					return nil, err
+				}
+				scoped = true
+				if batch {
+					limit = s.sessions.BatchLimit(form.to.Scope)
+				}
+			}
+			if len(form.uploads) >= limit {
+				if !batch {
+					return nil, kiln.Errorf(kiln.CodeTooLarge, "more than %d files in one upload", limit)
+				}
+				form.capped = true
+				_, _ = io.Copy(io.Discard, part)
+				continue
 			}
 			data, err := io.ReadAll(io.LimitReader(part, s.maxFile+1))
 			if err != nil {
-				writeError(w, r, bodyError(err, s.maxUpload))
-				return
+				return nil, bodyError(err, s.maxUpload)
 			}
 			if int64(len(data)) > s.maxFile {
-				writeError(w, r, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", session.SanitizeName(part.FileName()), s.maxFile))
-				return
+				if !batch {
+					return nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", session.SanitizeName(partFilename(part)), s.maxFile)
+				}
+				form.tooBig[len(form.uploads)] = true
+				_, _ = io.Copy(io.Discard, part)
+				data = nil
 			}
-			uploads = append(uploads, session.Upload{Name: part.FileName(), Data: data})
-		case "entity_id":
-			b, _ := io.ReadAll(io.LimitReader(part, 64))
-			entity = strings.TrimSpace(string(b))
-			if entity != "" && !kiln.ValidToken(entity, 40) {
-				writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "entity_id must be 1 to 40 characters of A-Z a-z 0-9 _ -"))
-				return
+			form.uploads = append(form.uploads, session.Upload{Name: partFilename(part), Data: data})
+		case "entity_id", "kind", "id", "version", "read_only":
+			if scoped && name != "entity_id" {
+				return nil, kiln.Errorf(kiln.CodeInvalid, "%s must come before the files it is about", name)
+			}
+			b, _ := io.ReadAll(io.LimitReader(part, 256))
+			v := strings.TrimSpace(string(b))
+			switch name {
+			case "entity_id":
+				if v != "" && !kiln.ValidToken(v, 40) {
+					return nil, kiln.Errorf(kiln.CodeInvalid, "entity_id must be 1 to 40 characters of A-Z a-z 0-9 _ -")
+				}
+				form.to.Entity = v
+			case "kind":
+				kind = v
+			case "id":
+				id = v
+			case "version":
+				version = v
+			case "read_only":
+				form.to.ReadOnly = strings.EqualFold(v, "true")
 			}
 		default:
 			_, _ = io.Copy(io.Discard, part)
 		}
 	}
-	sess, files, err := s.sessions.Upload(r.Context(), caller(r, ""), entity, uploads)
+	if !scoped {
+		if form.to.Scope, err = session.ParseScope(kind, id, version); err != nil {
+			return nil, err
+		}
+	}
+	return form, nil
+}
+
+// partFilename is a file part's filename as the client sent it, directories included
+// (pptx/editing.md): Part.FileName keeps only the base name. The session layer decides
+// what of it to keep (session.Upload).
+func partFilename(p *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+	if err != nil {
+		return p.FileName()
+	}
+	return params["filename"]
+}
+
+// upload handles POST /upload: multipart fields "file" (one) or "files" (repeated), and
+// the fields that say whose they are (kind, id, version) and whether code may change them
+// (read_only).
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	form, err := s.readUpload(w, r, false)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sess, files, err := s.sessions.Upload(r.Context(), caller(r, ""), form.to, form.uploads)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -127,6 +212,80 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"message": "success", "session_id": sess.ID, "storage_session_id": sess.ID, "files": out,
 	})
+}
+
+// batchFile is one file of a batch upload's answer.
+type batchFile struct {
+	Status   string `json:"status"` // success or error
+	Filename string `json:"filename"`
+	FileID   string `json:"fileId,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// uploadBatch handles POST /upload/batch: up to 200 files into one new session, each kept
+// or refused on its own (LibreChat primes a skill's files this way). 200 unless every
+// file was refused (400), with the same body.
+func (s *Server) uploadBatch(w http.ResponseWriter, r *http.Request) {
+	form, err := s.readUpload(w, r, true)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	keep := make([]session.Upload, 0, len(form.uploads))
+	for i, u := range form.uploads {
+		if !form.tooBig[i] {
+			keep = append(keep, u)
+		}
+	}
+	var sess *store.Session
+	var results []session.BatchResult
+	if len(keep) > 0 {
+		if sess, results, err = s.sessions.UploadBatch(r.Context(), caller(r, ""), form.to, keep); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	} else if len(form.uploads) == 0 {
+		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "no file in the upload: send multipart form fields named file"))
+		return
+	}
+	files := make([]batchFile, 0, len(form.uploads))
+	succeeded := 0
+	for i, u := range form.uploads {
+		if form.tooBig[i] {
+			files = append(files, batchFile{Status: "error", Filename: session.SanitizeName(u.Name),
+				Error: fmt.Sprintf("File size limit exceeded (%d bytes)", s.maxFile)})
+			continue
+		}
+		res := results[0]
+		results = results[1:]
+		if res.Err != nil {
+			msg := res.Err.Error()
+			var ke *kiln.Error
+			if errors.As(res.Err, &ke) {
+				msg = ke.Message
+			}
+			files = append(files, batchFile{Status: "error", Filename: res.Name, Error: msg})
+			continue
+		}
+		succeeded++
+		files = append(files, batchFile{Status: "success", Filename: res.Name, FileID: res.File.ID})
+	}
+	body := map[string]any{"files": files, "succeeded": succeeded, "failed": len(files) - succeeded}
+	status, message := http.StatusOK, "success"
+	switch {
+	case succeeded == 0:
+		status, message = http.StatusBadRequest, "error"
+	case succeeded < len(files):
+		message = "partial_success"
+	}
+	body["message"] = message
+	if sess != nil {
+		body["storage_session_id"], body["session_id"] = sess.ID, sess.ID
+	}
+	if form.capped {
+		body["filesLimitReached"], body["maxFiles"] = true, s.sessions.BatchLimit(form.to.Scope)
+	}
+	writeJSON(w, status, body)
 }
 
 func bodyError(err error, limit int64) error {
@@ -141,10 +300,14 @@ func bodyError(err error, limit int64) error {
 // caller cannot see (or a malformed id) lists as empty, as LibreChat expects.
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	sid := chi.URLParam(r, "session_id")
+	c, err := scopedCaller(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	files := []*store.File{}
 	if kiln.ValidID(sid) {
-		var err error
-		if files, err = s.sessions.Files(r.Context(), caller(r, ""), sid); err != nil {
+		if files, err = s.sessions.Files(r.Context(), c, sid); err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -156,6 +319,13 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 			out = append(out, map[string]any{"name": f.SessionID + "/" + f.ID, "lastModified": timestamp(f.CreatedAt)})
 		case "simple":
 			out = append(out, map[string]any{"id": f.ID, "name": f.Name, "path": "/mnt/data/" + f.Name})
+		case "normalized":
+			entry := map[string]any{"id": f.ID, "name": f.Name, "storage_session_id": f.SessionID, "size": f.Size,
+				"contentType": f.ContentType, "lastModified": timestamp(f.CreatedAt)}
+			if f.ReadOnly {
+				entry["read_only"] = true
+			}
+			out = append(out, entry)
 		default:
 			out = append(out, map[string]any{
 				"name": f.SessionID + "/" + f.ID, "id": f.ID, "session_id": f.SessionID, "storage_session_id": f.SessionID,
@@ -175,7 +345,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	f, data, err := s.sessions.File(r.Context(), caller(r, ""), sid, fid)
+	c, err := scopedCaller(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, data, err := s.sessions.File(r.Context(), c, sid, fid)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -217,11 +392,71 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.sessions.DeleteFile(r.Context(), caller(r, ""), sid, fid); err != nil {
+	c, err := scopedCaller(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := s.sessions.DeleteFile(r.Context(), c, sid, fid); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// scopedCaller is the caller as whose files the request's query names them: its own,
+// or, with kind, id and version, an agent's or a skill's (LibreChat's identity query).
+func scopedCaller(r *http.Request) (session.Caller, error) {
+	q := r.URL.Query()
+	scope, err := session.ParseScope(q.Get("kind"), q.Get("id"), q.Get("version"))
+	if err != nil {
+		return session.Caller{}, err
+	}
+	return caller(r, "").In(scope), nil
+}
+
+// objectInfo handles GET /sessions/{session_id}/objects/{file_id}: a file's metadata, by
+// which LibreChat tells whether a primed file is still there and fresh.
+func (s *Server) objectInfo(w http.ResponseWriter, r *http.Request) {
+	sid, fid, err := fileIDs(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c, err := scopedCaller(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f, err := s.sessions.FileInfo(r.Context(), c, sid, fid)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name": f.SessionID + "/" + f.ID, "originalFilename": f.Name, "size": f.Size, "contentType": f.ContentType,
+		"lastModified": timestamp(f.CreatedAt), "etag": `"` + f.ID + `"`, "readOnly": f.ReadOnly,
+	})
+}
+
+// objectDelete handles DELETE /sessions/{session_id}/objects/{file_id}: 200 with what
+// was deleted, 404 once it is gone.
+func (s *Server) objectDelete(w http.ResponseWriter, r *http.Request) {
+	sid, fid, err := fileIDs(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c, err := scopedCaller(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := s.sessions.DeleteFile(r.Context(), c, sid, fid); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"message": "File deleted successfully", "session_id": sid, "fileId": fid})
 }
 
 type fileOutFromStore []*store.File
@@ -229,7 +464,8 @@ type fileOutFromStore []*store.File
 func (fs fileOutFromStore) out() []fileOut {
 	out := make([]fileOut, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, fileOut{ID: f.ID, Name: f.Name, SessionID: f.SessionID, Size: f.Size, ContentType: f.ContentType})
+		out = append(out, fileOut{ID: f.ID, Name: f.Name, SessionID: f.SessionID, StorageSessionID: f.SessionID, Size: f.Size,
+			ContentType: f.ContentType})
 	}
 	return out
 }

@@ -20,9 +20,9 @@ var entityPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
 
 // FuzzUploadName uploads a file under any name, raw in the part's header, with any
 // entity_id, through the real handler and a disk store. The answer is a 200 or a
-// client error, never a 5xx. An accepted name is a plain file name that lists under
-// /mnt/data and downloads with a Content-Disposition that names it exactly; an
-// accepted entity_id has the documented shape.
+// client error, never a 5xx. An accepted name is a relative path of plain names that
+// lists under /mnt/data and downloads with a Content-Disposition that names its last
+// part exactly; an accepted entity_id has the documented shape.
 func FuzzUploadName(f *testing.F) {
 	for _, s := range []struct{ name, entity string }{
 		{"data.csv", ""}, {"../../etc/passwd", "agent-9"}, {`C:\Users\me\report.pdf`, " agent-9 "},
@@ -50,7 +50,9 @@ func FuzzUploadName(f *testing.F) {
 			t.Fatalf("got %d files uploaded, want 1", len(up.Files))
 		}
 		got := up.Files[0].Filename
-		checkPlainName(t, got)
+		for _, part := range strings.Split(got, "/") {
+			checkPlainName(t, part)
+		}
 
 		rec = serve(t, h, "GET", "/files/"+up.SessionID+"?detail=simple", "", "", nil)
 		listed := decode[[]struct{ Name, Path string }](t, rec, http.StatusOK)
@@ -64,7 +66,7 @@ func FuzzUploadName(f *testing.F) {
 		}
 		cd := rec.Header().Get("Content-Disposition")
 		kind, params, err := mime.ParseMediaType(cd)
-		if err != nil || kind != "attachment" || params["filename"] != got {
+		if err != nil || kind != "attachment" || params["filename"] != path.Base(got) {
 			t.Fatalf("got Content-Disposition %q (%s %q, %v), want an attachment named %q", cd, kind, params["filename"], err, got)
 		}
 	})

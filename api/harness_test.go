@@ -54,11 +54,13 @@ func (h FakeHealth) Detailed(context.Context) any { return map[string]string{"st
 // auth off, ready, whose sandboxes print "hi".
 type HarnessConfig struct {
 	Keys      []string
+	Tokens    Tokens
 	Health    Health // FakeHealth{} when nil
 	RateLimit RateLimit
 	Observer  Observer
 	Metrics   http.Handler
 	Stats     StatsSource
+	Profiles  []string // both when nil
 	// Run is what the fake sandbox does with each execution. When nil it prints "hi"
 	// and hands back the state it was given, as a run that changes nothing does.
 	Run func(ctx context.Context, req executor.Request) (*executor.Result, error)
@@ -124,9 +126,10 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 		Log:    log,
 	})
 	h.Server = New(Config{
-		Keys: NewKeys(cfg.Keys), Sessions: sessions, Health: cfg.Health, Log: log,
+		Keys: NewKeys(cfg.Keys), Tokens: cfg.Tokens, Sessions: sessions, Health: cfg.Health, Log: log,
 		Limits: TestLimits, MaxBodyBytes: TestMaxBody, MaxUploadBytes: TestMaxUpload, MaxFiles: TestMaxFiles,
 		Observer: cfg.Observer, Metrics: cfg.Metrics, Stats: cfg.Stats, RateLimit: cfg.RateLimit,
+		Profiles: cfg.Profiles,
 	})
 	t.Cleanup(func() {
 		h.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/auth"
 )
 
 type ctxKey int
@@ -27,7 +28,8 @@ const (
 type reqInfo struct {
 	id        string
 	log       *slog.Logger
-	owner     string // the caller's key fingerprint; "" when auth is off
+	owner     string // the caller's key fingerprint, or the token's tenant (jwtOwner); "" when auth is off
+	user      string // the user a verified token named; "" for an API key
 	poolWait  time.Duration
 	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
 	// runOver frees what the request holds of the caller's budget once its run is
@@ -163,45 +165,88 @@ func (k *Keys) match(key string) (string, bool) {
 	return hex.EncodeToString(d[:8]), found == 1
 }
 
-// presentedKey finds a key in X-API-Key, "Authorization: Bearer KEY" or
-// "Authorization: Basic base64(KEY:)".
-func presentedKey(r *http.Request) string {
+// credential finds what the request authenticates with: X-API-Key, "Authorization:
+// Bearer KEY" or "Authorization: Basic base64(KEY:)". Two different ones are refused: the
+// caller would be one or the other by kiln's choice.
+func credential(r *http.Request) (string, error) {
+	var found []string
 	if k := r.Header.Get("X-Api-Key"); k != "" {
-		return k
+		found = append(found, k)
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, rest, _ := strings.Cut(auth, " ")
 	switch strings.ToLower(scheme) {
 	case "bearer":
-		return strings.TrimSpace(rest)
+		found = append(found, strings.TrimSpace(rest))
 	case "basic":
-		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
-		if err != nil {
-			return ""
+		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+			user, pass, _ := strings.Cut(string(raw), ":")
+			if user == "" {
+				user = pass
+			}
+			found = append(found, user)
 		}
-		user, pass, _ := strings.Cut(string(raw), ":")
-		if user == "" {
-			return pass
-		}
-		return user
 	}
-	return ""
+	switch {
+	case len(found) == 0:
+		return "", nil
+	case len(found) == 2 && found[0] != found[1]:
+		return "", kiln.Errorf(kiln.CodeInvalid, "two different credentials: send an API key or a token, not both")
+	}
+	return found[0], nil
 }
 
-// requireKey lets a request through when auth is off or its key matches.
+// Tokens verifies a signed identity (auth.Verifier).
+type Tokens interface {
+	Verify(token string) (auth.Principal, error)
+}
+
+// looksSigned tells a token (three dot-separated base64url parts, the first a JSON
+// header) from an API key.
+func looksSigned(cred string) bool {
+	head, rest, ok := strings.Cut(cred, ".")
+	if !ok || strings.Count(rest, ".") != 1 {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	return err == nil && len(raw) > 0 && raw[0] == '{'
+}
+
+// jwtOwner is the owner of a token's callers: its tenant, apart from every API key (whose
+// fingerprints are hex), encoded so that no byte of the claim can break an owner apart.
+func jwtOwner(tenant string) string {
+	return "jwt:" + base64.RawURLEncoding.EncodeToString([]byte(tenant))
+}
+
+// requireKey lets a request through when auth is off, its key matches, or its token is
+// valid. Every refusal is the same 401: why goes to the log, never to the client.
 func (s *Server) requireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.keys.Enabled() {
+		if !s.keys.Enabled() && s.tokens == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		owner, ok := s.keys.match(presentedKey(r))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-			writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key"))
+		cred, err := credential(r)
+		if err != nil {
+			writeError(w, r, err)
 			return
 		}
-		info(r).owner = owner
-		next.ServeHTTP(w, r)
+		ri := info(r)
+		if s.tokens != nil && looksSigned(cred) {
+			p, err := s.tokens.Verify(cred)
+			if err == nil {
+				ri.owner, ri.user = jwtOwner(p.Tenant), p.Subject
+				ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
+				next.ServeHTTP(w, r)
+				return
+			}
+			ri.log.Info("token refused", "err", err)
+		} else if owner, ok := s.keys.match(cred); ok {
+			ri.owner = owner
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+		writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key or token"))
 	})
 }

@@ -38,6 +38,8 @@ type ptcRequest struct {
 	Files     []fileRef       `json:"files"`
 	Timeout   *int64          `json:"timeout"`
 	OnError   string          `json:"on_error"`
+	// RuntimeSessionHint: see execRequest.
+	RuntimeSessionHint string `json:"runtime_session_hint"`
 
 	ContinuationToken string                `json:"continuation_token"`
 	ToolResults       []protocol.ToolResult `json:"tool_results"`
@@ -82,11 +84,14 @@ type ptcRun struct {
 	waiting int  // requests waiting on the run's next step
 }
 
-// ptcRuns holds the runs under way, by execution id, and the request ids that name them.
+// ptcRuns holds the runs under way, by execution id, and the request ids that name them;
+// and, for a while, the request ids of runs that ended and of cancels that came first
+// (ptccancel.go).
 type ptcRuns struct {
 	mu       sync.Mutex
 	runs     map[string]*ptcRun
-	requests map[string]*ptcRun // by "key\x00request id"
+	requests map[string]*ptcRun // by request id
+	recent   requestLedger
 }
 
 func (p *ptcRuns) add(run *ptcRun) {
@@ -104,24 +109,27 @@ func (p *ptcRuns) get(id string) *ptcRun {
 	return p.runs[id]
 }
 
-// name records that a request of key, named requestID, drives run.
+// name records that a request named requestID drives run, unless another principal's
+// run holds that id.
 func (p *ptcRuns) name(run *ptcRun, requestID string) {
 	if requestID == "" {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if other := p.requests[requestID]; other != nil && other.key != run.key {
+		return
+	}
 	if p.runs[run.id] == run {
-		k := run.key + "\x00" + requestID
-		p.requests[k] = run
-		run.names = append(run.names, k)
+		p.requests[requestID] = run
+		run.names = append(run.names, requestID)
 	}
 }
 
-func (p *ptcRuns) byRequest(key, requestID string) *ptcRun {
+func (p *ptcRuns) byRequest(requestID string) *ptcRun {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.requests[key+"\x00"+requestID]
+	return p.requests[requestID]
 }
 
 func (p *ptcRuns) remove(run *ptcRun) {
@@ -131,6 +139,7 @@ func (p *ptcRuns) remove(run *ptcRun) {
 	for _, k := range run.names {
 		if p.requests[k] == run {
 			delete(p.requests, k)
+			p.recent.ended(k, run.key)
 		}
 	}
 }
@@ -205,7 +214,7 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ereq := execRequest{Code: req.Code, Lang: req.Lang, Args: req.Args, SessionID: req.SessionID,
-		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout, OnError: req.OnError}
+		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout, OnError: req.OnError, RuntimeSessionHint: req.RuntimeSessionHint}
 	xreq, err := toExecRequest(&ereq)
 	if err != nil {
 		writeError(w, r, err)
@@ -219,6 +228,16 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Tools {
 		sreq.Tools = append(sreq.Tools, protocol.Tool{Name: t.Name, Function: functionName(t.Name, xreq.Lang)})
 	}
+	if reqID := r.Header.Get(requestIDHeader); reqID != "" {
+		if !requestIDPattern.MatchString(reqID) {
+			writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "%s must be 1 to 128 characters of A-Z a-z 0-9 _ -", requestIDHeader))
+			return
+		}
+		if other := s.ptc.byRequest(reqID); other != nil {
+			writeError(w, r, kiln.Errorf(kiln.CodeConflict, "a run under way already holds request id %s: send each request with an id of its own", reqID))
+			return
+		}
+	}
 	key := callerKey(r)
 	// A waiting program holds its sandbox: it counts against the caller's concurrency
 	// from its start to its end, across the requests that drive it.
@@ -228,7 +247,13 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 			Message: "too many executions in flight for this API key; wait for one to finish"})
 		return
 	}
-	run := &ptcRun{id: kiln.NewID(), key: caller(r, "").Key, pauses: make(chan executor.ToolCalls, 1), done: make(chan struct{})}
+	principal := caller(r, "").Principal()
+	if reqID := r.Header.Get(requestIDHeader); reqID != "" && s.ptc.cancelledFirst(reqID, principal) {
+		freeSlot()
+		writeJSON(w, http.StatusOK, map[string]string{"status": "error", "error": "Programmatic execution request cancelled"})
+		return
+	}
+	run := &ptcRun{id: kiln.NewID(), key: principal, pauses: make(chan executor.ToolCalls, 1), done: make(chan struct{})}
 	sreq.ExecutionID = run.id
 	sreq.OnToolCalls = func(tc executor.ToolCalls) {
 		select {
@@ -310,33 +335,6 @@ func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, 
 		_ = s.sessions.Cancel(r.Context(), caller(r, ""), run.id)
 		run.detach()
 	}
-}
-
-// cancelProgrammatic handles POST /exec/programmatic/cancel: the run a request of the
-// caller's named (X-LibreChat-Code-Request-ID) ends as cancelled, its sandbox removed.
-func (s *Server) cancelProgrammatic(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		RequestID string `json:"request_id"`
-	}
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if req.RequestID == "" {
-		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "request_id is required"))
-		return
-	}
-	c := caller(r, "")
-	run := s.ptc.byRequest(c.Key, req.RequestID)
-	if run == nil {
-		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no programmatic run under way for request %q", req.RequestID))
-		return
-	}
-	if err := s.sessions.Cancel(r.Context(), c, run.id); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"request_id": req.RequestID, "execution_id": run.id, "status": "cancelling"})
 }
 
 // parseToken splits a continuation token, "<instance>.<execution id>.<secret>"; the

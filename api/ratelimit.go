@@ -154,8 +154,10 @@ func (l *limiter) size() int {
 // are not trusted (a client writes them); behind a proxy every caller shares the
 // proxy's address. IPv6 clients are grouped by /64, what one host usually holds.
 func callerKey(r *http.Request) string {
-	if owner := info(r).owner; owner != "" {
-		return "key:" + owner
+	if ri := info(r); ri.user != "" {
+		return "user:" + ri.owner + "\x00" + ri.user // each user of a tenant has a budget of their own
+	} else if ri.owner != "" {
+		return "key:" + ri.owner
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -28,7 +28,10 @@ type Observer interface {
 
 // Config is what a Server needs.
 type Config struct {
-	Keys     *Keys
+	Keys *Keys
+	// Tokens verifies signed user identities (LibreChat's tokens, in Authorization:
+	// Bearer); nil when none are configured.
+	Tokens   Tokens
 	Sessions *session.Service // executions, sessions, state and files
 	Health   Health
 	Log      *slog.Logger
@@ -46,11 +49,15 @@ type Config struct {
 	// InstanceID names this kiln in continuation tokens, so that another instance that
 	// gets one can say where it belongs.
 	InstanceID string
+	// Profiles are the execution profiles served (ProfileDefault, ProfileStateful), the
+	// first named by answers to requests that expect none; nil serves both.
+	Profiles []string
 }
 
 // Server is kiln's HTTP handler.
 type Server struct {
 	keys      *Keys
+	tokens    Tokens
 	sessions  *session.Service
 	limits    executor.Limits
 	maxUpload int64
@@ -67,23 +74,27 @@ type Server struct {
 	mcp       http.Handler
 	keepAlive time.Duration // between comments on a quiet event stream
 	instance  string
+	profiles  []string
 	ptc       ptcRuns // programmatic runs under way
 }
 
 // New returns a Server with every route mounted at / and under /v1.
 func New(cfg Config) *Server {
 	s := &Server{
-		keys: cfg.Keys, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
+		keys: cfg.Keys, tokens: cfg.Tokens, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
-		mcp: cfg.MCP, instance: cfg.InstanceID,
+		mcp: cfg.MCP, instance: cfg.InstanceID, profiles: cfg.Profiles,
+	}
+	if len(s.profiles) == 0 {
+		s.profiles = []string{ProfileDefault, ProfileStateful}
 	}
 	if s.keys == nil {
 		s.keys = &Keys{}
 	}
 	r := chi.NewRouter()
-	r.Use(s.withRequest)
+	r.Use(s.withRequest, s.withProfile)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -120,6 +131,9 @@ func (s *Server) mount(r chi.Router) {
 			r.Post("/exec/programmatic", s.execProgrammatic) // takes its slot itself, per run
 			r.Post("/exec/programmatic/cancel", s.cancelProgrammatic)
 			r.Post("/upload", s.upload)
+			r.Post("/upload/batch", s.uploadBatch)
+			r.Get("/sessions/{session_id}/objects/{file_id}", s.objectInfo)
+			r.Delete("/sessions/{session_id}/objects/{file_id}", s.objectDelete)
 			r.Get("/files/{session_id}", s.listFiles)
 			r.Delete("/files/{session_id}/{file_id}", s.deleteFile)
 			r.Get("/download/{session_id}/{file_id}", s.download)

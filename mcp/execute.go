@@ -131,7 +131,7 @@ func newExecuteOut(res *session.ExecResult) executeOut {
 	out := executeOut{
 		SessionID: res.Session.ID, Status: res.Status, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		Files: []fileOut{}, Truncated: res.Truncated, HasState: res.Session.HasState, StateSize: res.Session.StateSize,
-		RuntimeStatus: res.RuntimeStatus, DeletedFiles: res.DeletedFiles,
+		RuntimeStatus: res.RuntimeStatus, DeletedFiles: res.Deleted,
 		Timing: timingOut{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},
 	}
 	if res.Error != nil {

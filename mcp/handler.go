@@ -117,7 +117,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.cfg.Caller(r)
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		st := h.state(id)
-		if st != nil && st.caller.Key != c.Key {
+		if st != nil && st.caller.Principal() != c.Principal() {
 			// Another key naming this session: as if it did not exist.
 			http.Error(w, "session not found", http.StatusNotFound)
 			return

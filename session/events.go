@@ -30,7 +30,7 @@ type Event struct {
 
 // Cancel interrupts a running execution the caller started (see executor.Executor.Cancel).
 func (s *Service) Cancel(ctx context.Context, c Caller, executionID string) error {
-	return s.cancel(executionID, c.Key)
+	return s.cancel(executionID, c.Principal())
 }
 
 // Continue answers the tool calls a run the caller started waits on (see
@@ -39,7 +39,7 @@ func (s *Service) Continue(ctx context.Context, c Caller, executionID, token str
 	if s.resume == nil {
 		return kiln.Errorf(kiln.CodeNotFound, "execution %s not found", executionID)
 	}
-	return s.resume(executionID, c.Key, token, results)
+	return s.resume(executionID, c.Principal(), token, results)
 }
 
 // link is one run's link from the executor's events to the caller's: it stores each
@@ -92,7 +92,7 @@ func (l *link) store(ev protocol.Event) (*store.File, error) {
 		}
 		l.sess = sess
 	}
-	saved, err := l.s.saveOutputs(l.ctx, l.sess.ID, []protocol.File{{Path: ev.Name, Content: ev.Data}}, nil)
+	saved, err := l.s.saveOutputs(l.ctx, l.sess.ID, []protocol.File{{Path: ev.Name, Content: ev.Data}}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

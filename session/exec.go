@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ type FileRef struct {
 	ID        string
 	SessionID string
 	Name      string
+	// Scope is whose session SessionID is: the caller's own, or a resource's (a file an
+	// agent or a skill brings), read-only to code.
+	Scope Scope
 }
 
 // ExecRequest is an execution in session mode.
@@ -27,7 +31,11 @@ type ExecRequest struct {
 	executor.Request
 	SessionID string
 	EntityID  string
-	Files     []FileRef
+	// RuntimeHint is a client's name for a runtime (LibreChat's runtime_session_hint,
+	// one per conversation): the caller's session that carries it is continued, and a
+	// new session carries it. It outranks the first file's session and EntityID.
+	RuntimeHint string
+	Files       []FileRef
 	// Stateless means the caller carries the state itself (Request.State): the
 	// session is a fresh one that only holds the files the run produces.
 	Stateless bool
@@ -46,6 +54,20 @@ type ExecResult struct {
 	Files   []*store.File
 	// RuntimeStatus says where the run went: RuntimeNew, RuntimeReused or RuntimeResumed.
 	RuntimeStatus string
+	// Inherited are the read-only inputs the run changed: handed back as they were, never
+	// stored as new files. ModifiedFrom names, by a stored file's id, the input it is a
+	// changed copy of.
+	Inherited    []Inherited
+	ModifiedFrom map[string]*store.File
+	// Deleted are the session's files the run deleted, which left the session: those of
+	// Result.DeletedFiles that code may delete (not the read-only ones).
+	Deleted []string
+}
+
+// Inherited is a read-only input a run changed, by the path it had in /mnt/data.
+type Inherited struct {
+	Path string
+	File *store.File
 }
 
 // touchEvery is how stale a session's last use may get before a run records a new
@@ -65,8 +87,25 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if err := s.validate(&req.Request); err != nil {
 		return nil, err
 	}
-	sess, err := s.choose(ctx, c, req)
-	if err != nil {
+	var sess *store.Session
+	var err error
+	if req.RuntimeHint != "" && !req.Stateless {
+		req.EntityID = runtimeEntity(req.RuntimeHint)
+		// Calls that name one runtime before it has a session wait for each other, so
+		// that the first creates it and the others continue it: never two sessions.
+		release, err := s.hintTurn(ctx, c, req.EntityID)
+		if err != nil {
+			return nil, err
+		}
+		if sess, err = s.choose(ctx, c, req); err != nil || sess != nil {
+			release()
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			defer release()
+		}
+	} else if sess, err = s.choose(ctx, c, req); err != nil {
 		return nil, err
 	}
 	if sess != nil {
@@ -103,7 +142,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	} else {
 		lv.sid = kiln.NewID()
 	}
-	req.Request.Owner = c.Key
+	req.Request.Owner = c.Principal()
 	if req.Events != nil {
 		req.Request.OnStart = func() { lv.start(req.Request.ExecutionID) }
 		req.Request.OnEvent = lv.event
@@ -117,7 +156,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		s.settleFailed(run)
 		return nil, err
 	}
-	out, err := s.keep(pctx, c, lv, req, res)
+	out, err := s.keep(pctx, c, lv, req, res, in.origins)
 	if err != nil {
 		s.settleFailed(run)
 		res.Release()
@@ -130,7 +169,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 
 // keep stores what a run produced in its session (a new one when the run has none
 // yet) and returns the answer.
-func (s *Service) keep(ctx context.Context, c Caller, lv *link, req ExecRequest, res *executor.Result) (*ExecResult, error) {
+func (s *Service) keep(ctx context.Context, c Caller, lv *link, req ExecRequest, res *executor.Result, origins map[string]origin) (*ExecResult, error) {
 	var err error
 	out := &ExecResult{Result: res, Files: []*store.File{}}
 	if lv.err != nil {
@@ -152,14 +191,21 @@ func (s *Service) keep(ctx context.Context, c Caller, lv *link, req ExecRequest,
 			return nil, err
 		}
 	}
-	saved, err := s.saveOutputs(ctx, sess.ID, res.Files, lv)
+	saved, err := s.saveOutputs(ctx, sess.ID, res.Files, lv, origins)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.forget(ctx, sess.ID, res.DeletedFiles); err != nil {
+	// A read-only input the run deleted stays stored, and goes back into the sandbox next
+	// time (settle): code may not remove it any more than change it.
+	for _, name := range res.DeletedFiles {
+		if !origins[name].readOnly {
+			out.Deleted = append(out.Deleted, name)
+		}
+	}
+	if err := s.forget(ctx, sess.ID, out.Deleted); err != nil {
 		return nil, err
 	}
-	out.Files = saved.files
+	out.Files, out.Inherited, out.ModifiedFrom = saved.files, saved.inherited, saved.modifiedFrom
 	if saved.dropped != "" {
 		res.Stderr += "\n[kiln] " + saved.dropped + "\n"
 		res.Truncated = true
@@ -213,15 +259,15 @@ func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store
 			return nil, nil
 		}
 		sess, err := s.Session(ctx, c, id)
-		if kiln.ErrorCode(err) == kiln.CodeNotFound {
-			return nil, nil
+		if kiln.ErrorCode(err) == kiln.CodeNotFound || (err == nil && resourceOwned(sess.Owner)) {
+			return nil, nil // a resource's session holds its files, never a run's state
 		}
 		return sess, err
 	}
 	if sess, err := try(req.SessionID); sess != nil || err != nil {
 		return sess, err
 	}
-	if len(req.Files) > 0 {
+	if len(req.Files) > 0 && req.RuntimeHint == "" {
 		if sess, err := try(req.Files[0].SessionID); sess != nil || err != nil {
 			return sess, err
 		}
@@ -238,29 +284,57 @@ func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store
 	return nil, nil
 }
 
+// runtimeEntity is the entity a runtime hint's session carries. Hints and entity ids
+// never meet: an entity id holds no ':'.
+func runtimeEntity(hint string) string { return "rt:" + hint }
+
+// runtimeHint is what a runtime hint may look like (LibreChat's rule).
+var runtimeHint = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidRuntimeHint reports whether a client's runtime hint is one kiln accepts.
+func ValidRuntimeHint(h string) bool { return runtimeHint.MatchString(h) }
+
+// hintTurn waits for the turn of a runtime that has no session yet.
+func (s *Service) hintTurn(ctx context.Context, c Caller, entity string) (func(), error) {
+	release, _, err := s.turns.acquire(ctx, "\x00"+c.owner()+"\x00"+entity, s.turnWait)
+	if errors.Is(err, errTurnTimeout) {
+		return nil, &kiln.Error{Code: kiln.CodeBusy, RetryAfter: s.retryAfter, Message: fmt.Sprintf(
+			"runtime %s is busy: its first call ran for the whole queue timeout; retry later", strings.TrimPrefix(entity, "rt:"))}
+	}
+	return release, err
+}
+
 // inputSet is what a run's sandbox is to hold of the session's files: files, the ones
 // to place; ids, path -> file id of every one it holds after (placed, or held already);
-// gone, the paths a live sandbox holds of files the session no longer has.
+// origins, the stored file behind each of those paths; gone, the paths a live sandbox
+// holds of files the session no longer has.
 type inputSet struct {
-	files []protocol.File
-	ids   map[string]string
-	gone  []string
+	files   []protocol.File
+	ids     map[string]string
+	origins map[string]origin
+	gone    []string
+}
+
+// origin is the stored file an input path holds, and whether code may change it.
+type origin struct {
+	file     *store.File
+	readOnly bool
 }
 
 // inputs gathers the files to place in /mnt/data: the ones named, or else all of the
 // session's. A named file the caller cannot see is a 404, not a silent omission. held
 // is what a live sandbox holds already (path -> file id): those are not placed again.
 func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, refs []FileRef, held map[string]string) (inputSet, error) {
-	in := inputSet{ids: map[string]string{}}
+	in := inputSet{ids: map[string]string{}, origins: map[string]origin{}}
 	if len(refs) == 0 && sess == nil {
 		return in, nil
 	}
-	place := func(sid, name, fid string) error {
-		in.ids[name] = fid
-		if held[name] == fid {
+	place := func(name string, f *store.File, readOnly bool) error {
+		in.ids[name], in.origins[name] = f.ID, origin{file: f, readOnly: readOnly || f.ReadOnly}
+		if held[name] == f.ID {
 			return nil
 		}
-		_, data, err := s.store.File(ctx, sid, fid)
+		_, data, err := s.store.File(ctx, f.SessionID, f.ID)
 		if err != nil {
 			return err
 		}
@@ -273,8 +347,9 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 			return in, fmt.Errorf("list files: %w", err)
 		}
 		for _, f := range list {
-			if err := place(sess.ID, f.Name, f.ID); err != nil {
+			if err := place(f.Name, f, false); err != nil {
 				delete(in.ids, f.Name) // deleted meanwhile
+				delete(in.origins, f.Name)
 			}
 		}
 		for name := range held {
@@ -296,7 +371,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 		}
 		list, ok := listed[sid]
 		if !ok {
-			if _, err := s.Session(ctx, c, sid); err != nil {
+			if _, err := s.Session(ctx, c.In(ref.Scope), sid); err != nil {
 				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
 			}
 			var err error
@@ -313,7 +388,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 		if ref.Name != "" {
 			name = sanitizePath(ref.Name)
 		}
-		if err := place(sid, name, ref.ID); err != nil {
+		if err := place(name, list[i], ref.Scope.shared()); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
 			}
@@ -344,9 +419,11 @@ func (s *Service) forget(ctx context.Context, sid string, deleted []string) erro
 
 // saveOutputs stores the files a run created or changed, each under a new id. A file
 // with the name of one the session holds replaces it. What does not fit the session's
-// file limit is reported in stderr, never dropped silently.
-func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.File, lv *link) (savedOutputs, error) {
-	out := savedOutputs{files: []*store.File{}}
+// file limit is reported in stderr, never dropped silently. origins are the run's input
+// paths: a read-only one the run changed is handed back as inherited, not stored; a
+// stored change of another input names it in modifiedFrom.
+func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.File, lv *link, origins map[string]origin) (savedOutputs, error) {
+	out := savedOutputs{files: []*store.File{}, modifiedFrom: map[string]*store.File{}}
 	if len(files) == 0 {
 		return out, nil
 	}
@@ -362,6 +439,11 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.
 	var dropped []string
 	for _, pf := range files {
 		name := sanitizePath(pf.Path)
+		o, isInput := origins[name]
+		if isInput && o.readOnly {
+			out.inherited = append(out.inherited, Inherited{Path: name, File: o.file})
+			continue
+		}
 		if f, ok := lv.alreadyShown(name, pf.Content); ok {
 			out.files = append(out.files, f) // stored when the run showed it
 			continue
@@ -389,6 +471,9 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.
 		count += 1 - len(old)
 		byName[name] = []string{f.ID}
 		out.files = append(out.files, f)
+		if isInput {
+			out.modifiedFrom[f.ID] = o.file
+		}
 	}
 	if len(dropped) > 0 {
 		out.dropped = fmt.Sprintf("not kept (session file limit of %d or file size limit): %s",
@@ -399,6 +484,8 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.
 
 // savedOutputs is what saveOutputs kept, and what it could not keep.
 type savedOutputs struct {
-	files   []*store.File
-	dropped string // "" when everything was kept
+	files        []*store.File
+	inherited    []Inherited
+	modifiedFrom map[string]*store.File
+	dropped      string // "" when everything was kept
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,43 @@ func TestExecChoosesSession(t *testing.T) {
 			req.EntityID = agent
 			return req, ""
 		}},
+		{"a runtime hint continues the caller's session that carries it, not the file's", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			rt := e.session(t, caller, runtimeEntity("v2:conversation:1f0c"))
+			a := e.session(t, caller, "")
+			e.touch(t, a.ID, time.Minute)
+			f := e.file(t, a.ID, "in.txt", "x")
+			req := execReq()
+			req.RuntimeHint = "v2:conversation:1f0c"
+			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}}
+			return req, rt.ID
+		}},
+		{"session_id wins over the runtime hint", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, caller, runtimeEntity("conv"))
+			a := e.session(t, caller, "")
+			req := execReq()
+			req.SessionID, req.RuntimeHint = a.ID, "conv"
+			return req, a.ID
+		}},
+		{"a runtime hint with no session of its own starts one, whatever the files", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			a := e.session(t, caller, "")
+			f := e.file(t, a.ID, "in.txt", "x")
+			req := execReq()
+			req.RuntimeHint = "conv-new"
+			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}}
+			return req, ""
+		}},
+		{"another user's session of the same runtime hint is skipped", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			e.session(t, aliceU2, runtimeEntity("conv"))
+			req := execReq()
+			req.RuntimeHint = "conv"
+			return req, ""
+		}},
+		{"a resource's session is never continued", func(t *testing.T, e *testEnv) (ExecRequest, string) {
+			skill := e.session(t, caller.In(Scope{Kind: KindSkill, ID: "pptx", Version: 3}), "")
+			req := execReq()
+			req.SessionID = skill.ID
+			return req, ""
+		}},
 		{"no hint starts a new session", func(t *testing.T, e *testEnv) (ExecRequest, string) {
 			e.session(t, caller, "")
 			return execReq(), ""
@@ -159,8 +197,12 @@ func TestExecChoosesSession(t *testing.T) {
 			if res.Session.Owner != caller.owner() {
 				t.Errorf("new session owner = %q, want %q", res.Session.Owner, caller.owner())
 			}
-			if res.Session.EntityID != req.EntityID {
-				t.Errorf("new session entity = %q, want %q", res.Session.EntityID, req.EntityID)
+			entity := req.EntityID
+			if req.RuntimeHint != "" {
+				entity = runtimeEntity(req.RuntimeHint)
+			}
+			if res.Session.EntityID != entity {
+				t.Errorf("new session entity = %q, want %q", res.Session.EntityID, entity)
 			}
 		})
 	}
@@ -667,5 +709,54 @@ func TestExecEvents(t *testing.T) {
 	_, data, err := e.st.File(t.Context(), res.Session.ID, stored.ID)
 	if err != nil || !bytes.Equal(data, png) {
 		t.Errorf("stored figure = %q, %v; want the PNG", data, err)
+	}
+}
+
+// Calls that name one runtime before it has a session make one session between them:
+// the first creates it while the others wait, and they continue it.
+func TestExecRuntimeHintMakesOneSession(t *testing.T) {
+	e := newEnv(t, testLimits)
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.svc.run = RunnerFunc(func(ctx context.Context, req executor.Request) (*executor.Result, error) {
+		once.Do(func() { // the first run holds on until the others have come
+			close(entered)
+			<-gate
+		})
+		return &executor.Result{Status: executor.StatusOK}, nil
+	})
+	req := execReq()
+	req.RuntimeHint = "conv-race"
+	ids := make(chan string, 3)
+	var wg sync.WaitGroup
+	call := func() {
+		defer wg.Done()
+		res, err := e.svc.Exec(t.Context(), aliceU1, req)
+		if err != nil {
+			t.Errorf("Exec: %v", err)
+			return
+		}
+		ids <- res.Session.ID
+	}
+	wg.Add(3)
+	go call()
+	<-entered
+	go call()
+	go call()
+	for deadline := time.Now().Add(5 * time.Second); e.svc.turns.waiting() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the two later calls queue behind the first (or, wrongly, run)
+	}
+	close(gate)
+	wg.Wait()
+	close(ids)
+	var got []string
+	for id := range ids {
+		got = append(got, id)
+	}
+	if len(got) != 3 || got[0] != got[1] || got[1] != got[2] {
+		t.Fatalf("three calls of one runtime ran in sessions %v, want one session", got)
+	}
+	if n := len(e.sessionIDs(t)); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
 	}
 }

@@ -4,19 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/store"
 )
 
-// Upload is one uploaded file.
+// Upload is one uploaded file. Its name may hold directories (pptx/editing.md).
 type Upload struct {
 	Name string
 	Data []byte
 }
 
-// Upload stores files in a new session of the caller's and returns it with the files.
-func (s *Service) Upload(ctx context.Context, c Caller, entity string, uploads []Upload) (*store.Session, []*store.File, error) {
+// Target is where an upload goes: a new session of the scope's owner (the caller's, or
+// a resource's), tagged with the entity. ReadOnly files are inputs code may not change.
+type Target struct {
+	Entity   string
+	Scope    Scope
+	ReadOnly bool
+}
+
+// MaxBatchFiles is the most files one batch upload takes (LibreChat's skill priming).
+const MaxBatchFiles = 200
+
+// Upload stores files in a new session of the target's owner and returns it with the
+// files. It is all or nothing: a file over a limit refuses the whole upload.
+func (s *Service) Upload(ctx context.Context, c Caller, to Target, uploads []Upload) (*store.Session, []*store.File, error) {
 	if len(uploads) == 0 {
 		return nil, nil, kiln.Errorf(kiln.CodeInvalid, "no file in the upload: send multipart form fields named file or files")
 	}
@@ -25,31 +39,119 @@ func (s *Service) Upload(ctx context.Context, c Caller, entity string, uploads [
 	}
 	for _, u := range uploads {
 		if int64(len(u.Data)) > s.limits.MaxFileBytes {
-			return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", SanitizeName(u.Name), s.limits.MaxFileBytes)
+			return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", uploadName(u.Name), s.limits.MaxFileBytes)
 		}
 	}
-	sess, err := s.newSession(ctx, c, kiln.NewID(), entity)
+	results, sess, err := s.storeUploads(ctx, c, to, uploads)
 	if err != nil {
 		return nil, nil, err
 	}
 	var files []*store.File
-	seen := map[string]bool{}
-	for _, u := range uploads {
-		name := SanitizeName(u.Name)
-		for i := 2; seen[name]; i++ { // two uploads of one name must not overwrite each other in /mnt/data
-			name = SanitizeName(fmt.Sprintf("%d_%s", i, SanitizeName(u.Name))) // the prefix may push it past 255 bytes
-		}
-		seen[name] = true
-		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: name, ContentType: ContentType(name), CreatedAt: s.now()}
-		if err := s.store.PutFile(ctx, f, u.Data); err != nil {
-			if errors.Is(err, store.ErrTooLarge) {
-				return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the store's size limit", name)
+	for _, r := range results {
+		if r.Err != nil {
+			if sess != nil {
+				if err := s.store.DeleteSession(ctx, sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return nil, nil, errors.Join(r.Err, fmt.Errorf("drop the refused upload: %w", err))
+				}
 			}
-			return nil, nil, fmt.Errorf("save upload: %w", err)
+			return nil, nil, r.Err
 		}
-		files = append(files, f)
+		files = append(files, r.File)
 	}
 	return sess, files, nil
+}
+
+// BatchResult is one file of a batch upload: stored, or why not.
+type BatchResult struct {
+	Name string
+	File *store.File
+	Err  error
+}
+
+// BatchLimit is the most files a batch upload to scope takes: MaxBatchFiles for a
+// resource's (a skill's files, which runs only read), the session file limit for the
+// caller's own (a session its runs may continue and add to).
+func (s *Service) BatchLimit(sc Scope) int {
+	if sc.shared() {
+		return MaxBatchFiles
+	}
+	return min(MaxBatchFiles, s.limits.MaxFilesPerSession)
+}
+
+// UploadBatch stores up to BatchLimit files in one new session of the target's owner,
+// each on its own: a file over a limit is refused and the others are kept. The session
+// is nil when none was kept.
+func (s *Service) UploadBatch(ctx context.Context, c Caller, to Target, uploads []Upload) (*store.Session, []BatchResult, error) {
+	if len(uploads) == 0 {
+		return nil, nil, kiln.Errorf(kiln.CodeInvalid, "no file in the upload: send multipart form fields named file")
+	}
+	if limit := s.BatchLimit(to.Scope); len(uploads) > limit {
+		return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "%d files uploaded; a batch of these takes at most %d", len(uploads), limit)
+	}
+	results, sess, err := s.storeUploads(ctx, c, to, uploads)
+	return sess, results, err
+}
+
+// storeUploads makes the upload's session and stores each file that fits in it.
+func (s *Service) storeUploads(ctx context.Context, c Caller, to Target, uploads []Upload) ([]BatchResult, *store.Session, error) {
+	owner := c.In(to.Scope)
+	sess, err := s.newSession(ctx, owner, kiln.NewID(), to.Entity)
+	if err != nil {
+		return nil, nil, err
+	}
+	results := make([]BatchResult, 0, len(uploads))
+	seen := map[string]bool{}
+	kept := 0
+	for _, u := range uploads {
+		name := uniqueName(uploadName(u.Name), seen)
+		r := BatchResult{Name: name}
+		if int64(len(u.Data)) > s.limits.MaxFileBytes {
+			r.Err = kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", name, s.limits.MaxFileBytes)
+			results = append(results, r)
+			continue
+		}
+		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: name, ContentType: ContentType(name), CreatedAt: s.now(),
+			ReadOnly: to.ReadOnly || to.Scope.shared()}
+		switch err := s.store.PutFile(ctx, f, u.Data); {
+		case errors.Is(err, store.ErrTooLarge):
+			r.Err = kiln.Errorf(kiln.CodeTooLarge, "file %q is over the store's size limit", name)
+		case err != nil:
+			return nil, nil, fmt.Errorf("save upload: %w", err)
+		default:
+			r.File = f
+			kept++
+		}
+		results = append(results, r)
+	}
+	if kept == 0 {
+		if err := s.store.DeleteSession(ctx, sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, fmt.Errorf("drop the empty upload session: %w", err)
+		}
+		sess = nil
+	}
+	return results, sess, nil
+}
+
+// uploadName is where an uploaded file goes under /mnt/data: the relative path a client
+// gives with forward slashes (LibreChat's skill files: pptx/editing.md), or the last part
+// of a path from the client's own machine (C:\Users\me\report.pdf, /home/me/a.csv).
+func uploadName(raw string) string {
+	if strings.Contains(raw, `\`) || strings.HasPrefix(raw, "/") || strings.Contains(strings.SplitN(raw, "/", 2)[0], ":") {
+		return SanitizeName(raw)
+	}
+	return sanitizePath(raw)
+}
+
+// uniqueName is name, or name with a number in front when an earlier file of the same
+// upload took it: two uploads of one name must not overwrite each other in /mnt/data.
+func uniqueName(name string, seen map[string]bool) string {
+	unique := name
+	dir, base := path.Split(name)
+	for i := 2; seen[unique]; i++ {
+		unique = dir + SanitizeName(fmt.Sprintf("%d_%s", i, base)) // the prefix may push it past 255 bytes
+	}
+	seen[unique] = true
+	return unique
 }
 
 // Files lists a session's files; a session the caller cannot see has none.
@@ -83,6 +185,20 @@ func (s *Service) File(ctx context.Context, c Caller, sid, fid string) (*store.F
 		return nil, nil, fmt.Errorf("load file: %w", err)
 	}
 	return f, data, nil
+}
+
+// FileInfo returns a file of a session the caller owns, without its bytes.
+func (s *Service) FileInfo(ctx context.Context, c Caller, sid, fid string) (*store.File, error) {
+	list, err := s.Files(ctx, c, sid)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range list {
+		if f.ID == fid {
+			return f, nil
+		}
+	}
+	return nil, errNotFound("file")
 }
 
 // DeleteFile removes a file from a session the caller owns.

@@ -16,11 +16,12 @@ func TestUpload(t *testing.T) {
 	uploads := []Upload{
 		{Name: "../../a.txt", Data: []byte("A")},
 		{Name: `dir\b.png`, Data: []byte("B")},
+		{Name: "pptx/editing.md", Data: []byte("D")},
 		{Name: "\x00", Data: []byte("C")},
 		{Name: "empty.json", Data: nil},
 	}
 
-	sess, files, err := e.svc.Upload(t.Context(), aliceU1, "agent", uploads)
+	sess, files, err := e.svc.Upload(t.Context(), aliceU1, Target{Entity: "agent"}, uploads)
 	if err != nil {
 		t.Fatalf("Upload: %v", err)
 	}
@@ -29,7 +30,8 @@ func TestUpload(t *testing.T) {
 	}
 	want := []struct{ name, contentType, data string }{
 		{"a.txt", ContentType("a.txt"), "A"},
-		{"b.png", "image/png", "B"},
+		{"b.png", "image/png", "B"},                              // a path from the client's machine: its last part
+		{"pptx/editing.md", "text/markdown; charset=utf-8", "D"}, // a relative path is kept (LibreChat's skills)
 		{"file", "application/octet-stream", "C"},
 		{"empty.json", "application/json", ""},
 	}
@@ -56,7 +58,8 @@ func TestUploadDuplicateNames(t *testing.T) {
 		names []string
 	}{
 		{"same name", []string{"a.txt", "a.txt", "a.txt"}},
-		{"same name after cleaning", []string{"a.txt", "x/a.txt", `y\a.txt`}},
+		{"same name after cleaning", []string{"a.txt", "/a.txt", `./a.txt`}},
+		{"same path", []string{"x/a.txt", `x\a.txt`, "x/./a.txt"}},
 		{"a name like a renamed one", []string{"a.txt", "a.txt", "2_a.txt"}},
 		{"the longest name twice", []string{long, long}},
 		{"empty names", []string{"", "", "/"}},
@@ -68,7 +71,7 @@ func TestUploadDuplicateNames(t *testing.T) {
 			for i, n := range tt.names {
 				uploads = append(uploads, Upload{Name: n, Data: fmt.Appendf(nil, "%d", i)})
 			}
-			_, files, err := e.svc.Upload(t.Context(), alice, "", uploads)
+			_, files, err := e.svc.Upload(t.Context(), alice, Target{}, uploads)
 			if err != nil {
 				t.Fatalf("Upload: %v", err)
 			}
@@ -78,9 +81,11 @@ func TestUploadDuplicateNames(t *testing.T) {
 					t.Errorf("name %q given twice", f.Name)
 				}
 				seen[f.Name] = true
-				checkSafeName(t, f.Name)
-				if i == 0 && f.Name != SanitizeName(tt.names[0]) {
-					t.Errorf("first name = %q, want it unchanged: %q", f.Name, SanitizeName(tt.names[0]))
+				for _, part := range strings.Split(f.Name, "/") {
+					checkSafeName(t, part)
+				}
+				if i == 0 && f.Name != sanitizePath(tt.names[0]) {
+					t.Errorf("first name = %q, want it unchanged: %q", f.Name, sanitizePath(tt.names[0]))
 				}
 			}
 		})
@@ -101,7 +106,7 @@ func TestUploadRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, limits)
-			sess, files, err := e.svc.Upload(t.Context(), alice, "agent", tt.uploads)
+			sess, files, err := e.svc.Upload(t.Context(), alice, Target{Entity: "agent"}, tt.uploads)
 			wantCode(t, err, tt.want)
 			if sess != nil || files != nil {
 				t.Errorf("got session %v and files %v, want none", sess, files)
@@ -117,7 +122,7 @@ func TestUploadAtTheLimits(t *testing.T) {
 	limits := Limits{MaxFileBytes: 8, MaxFilesPerSession: 3}
 	e := newEnv(t, limits)
 	full := []byte("12345678")
-	_, files, err := e.svc.Upload(t.Context(), alice, "", []Upload{{"a", full}, {"b", full}, {"c", full}})
+	_, files, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{{"a", full}, {"b", full}, {"c", full}})
 	if err != nil {
 		t.Fatalf("Upload at the limits: %v", err)
 	}
@@ -129,7 +134,7 @@ func TestUploadAtTheLimits(t *testing.T) {
 func TestUploadOverTheStoreLimit(t *testing.T) {
 	e := newEnv(t, testLimits)
 	e.st.maxFile = 2
-	_, _, err := e.svc.Upload(t.Context(), alice, "", []Upload{{"a.txt", []byte("abc")}})
+	_, _, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{{"a.txt", []byte("abc")}})
 	wantCode(t, err, kiln.CodeTooLarge)
 }
 
@@ -311,4 +316,33 @@ func TestDeleteSession(t *testing.T) {
 		t.Errorf("sessions on disk after delete = %v, want none", ids)
 	}
 	wantCode(t, e.svc.DeleteSession(t.Context(), alice, sess.ID), kiln.CodeNotFound)
+}
+
+// Code may delete the session's own files, which then leave it, but not a read-only
+// one: it stays stored and is not reported deleted.
+func TestRunDeletesOnlyWritableFiles(t *testing.T) {
+	e := newEnv(t, testLimits)
+	sess, files, err := e.svc.Upload(t.Context(), aliceU1, Target{ReadOnly: true}, []Upload{{Name: "keep.csv", Data: []byte("a,b\n1,2\n")}})
+	if err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	scratch := e.file(t, sess.ID, "scratch.txt", "x")
+	e.run.result.DeletedFiles = []string{"keep.csv", "scratch.txt"}
+	req := execReq()
+	req.SessionID = sess.ID
+	req.Files = []FileRef{{ID: files[0].ID, SessionID: sess.ID}, {ID: scratch.ID, SessionID: sess.ID}}
+	res, err := e.svc.Exec(t.Context(), aliceU1, req)
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if !slices.Equal(res.Deleted, []string{"scratch.txt"}) {
+		t.Errorf("deleted = %q, want only scratch.txt", res.Deleted)
+	}
+	left, err := e.svc.Files(t.Context(), aliceU1, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Name != "keep.csv" || !left[0].ReadOnly {
+		t.Errorf("the session holds %v, want only the read-only keep.csv", left)
+	}
 }

@@ -134,6 +134,9 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 	for _, f := range out.Files {
 		files[f.Name] = f.ID
 	}
+	for _, f := range out.Inherited {
+		delete(files, f.Path) // the sandbox holds the run's change: the original goes back next time
+	}
 	for _, name := range res.DeletedFiles {
 		delete(files, name)
 	}

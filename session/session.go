@@ -33,10 +33,14 @@ func (f RunnerFunc) Run(ctx context.Context, req executor.Request) (*executor.Re
 }
 
 // Caller is who asks: the fingerprint of their API key ("" when auth is off) and the
-// user id their client named, if any.
+// user id their client named, if any; or, for a signed identity (a LibreChat token), its
+// tenant as Key and its subject as User, with Proven set.
 type Caller struct {
 	Key  string
 	User string
+	// Proven says the user was verified (a signed token), not named by the client: such
+	// a caller sees only what is its user's, exactly.
+	Proven bool
 }
 
 // owner is how a caller is written into a session.
@@ -44,10 +48,22 @@ func (c Caller) owner() string { return c.Key + "\x00" + c.User }
 
 // owns reports whether the caller may see a session with the given owner: same key,
 // and the same user when both sides name one. A platform that holds a key and sends
-// no user id acts for all of its users.
+// no user id acts for all of its users; a proven caller acts for its user alone.
 func (c Caller) owns(owner string) bool {
 	key, user, _ := strings.Cut(owner, "\x00")
+	if c.Proven {
+		return key == c.Key && user == c.User
+	}
 	return key == c.Key && (c.User == "" || user == "" || user == c.User)
+}
+
+// Principal is who may cancel or continue the caller's runs: the key, and the user when it
+// was proven (users of one tenant share its key).
+func (c Caller) Principal() string {
+	if c.Proven {
+		return c.owner()
+	}
+	return c.Key
 }
 
 // Limits bound sessions and their files.

@@ -38,12 +38,15 @@ type fileRecord struct {
 	ContentType string    `json:"content_type"`
 	Size        int64     `json:"size"`
 	CreatedAt   time.Time `json:"created_at"`
+	ReadOnly    bool      `json:"read_only,omitempty"`
 }
 
 func newFileRecord(f *File) fileRecord {
-	return fileRecord{ID: f.ID, SessionID: f.SessionID, Name: []byte(f.Name), ContentType: f.ContentType, Size: f.Size, CreatedAt: f.CreatedAt}
+	return fileRecord{ID: f.ID, SessionID: f.SessionID, Name: []byte(f.Name), ContentType: f.ContentType, Size: f.Size,
+		CreatedAt: f.CreatedAt, ReadOnly: f.ReadOnly}
 }
 
 func (r *fileRecord) file() *File {
-	return &File{ID: r.ID, SessionID: r.SessionID, Name: string(r.Name), ContentType: r.ContentType, Size: r.Size, CreatedAt: r.CreatedAt}
+	return &File{ID: r.ID, SessionID: r.SessionID, Name: string(r.Name), ContentType: r.ContentType, Size: r.Size,
+		CreatedAt: r.CreatedAt, ReadOnly: r.ReadOnly}
 }

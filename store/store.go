@@ -54,6 +54,9 @@ type File struct {
 	Size int64
 	// CreatedAt is set by the caller; a zero value becomes the current time.
 	CreatedAt time.Time
+	// ReadOnly marks an input that code may read but never change: a run that changes
+	// it hands back the original (inherited), not a new file.
+	ReadOnly bool
 }
 
 // Store keeps sessions, their state blobs and their files.

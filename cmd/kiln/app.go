@@ -126,8 +126,17 @@ func (m *Main) Run(ctx context.Context) error {
 		Log:        m.log,
 	})
 	keys := api.NewKeys(cfg.APIKeys)
-	if !keys.Enabled() {
-		m.log.Warn("no API_KEYS configured: authentication is off; anyone who reaches this port can run code")
+	verifier, err := cfg.tokens()
+	if err != nil {
+		return err
+	}
+	var tokens api.Tokens // nil unless keys are configured: not a nil *auth.Verifier
+	if verifier != nil {
+		tokens = verifier
+		m.log.Info("signed user identities accepted", "issuer", cfg.JWTIssuer, "audience", cfg.JWTAudience, "algorithms", cfg.JWTAlgorithms)
+	}
+	if !keys.Enabled() && tokens == nil {
+		m.log.Warn("no API_KEYS and no JWT keys configured: authentication is off; anyone who reaches this port can run code")
 	}
 	if cfg.SandboxRuntime == "runsc" && cfg.SandboxMemoryMB < 512 {
 		// gVisor's own kernel and the tmpfs it holds count against the limit: below
@@ -142,14 +151,17 @@ func (m *Main) Run(ctx context.Context) error {
 		Log:         m.log,
 		IdleTimeout: time.Duration(cfg.MCPIdleMinutes) * time.Minute,
 	})
+	profiles, _ := api.ParseProfiles(cfg.ExecutionProfiles) // checked by Validate
 	handler := api.New(api.Config{
 		InstanceID: cfg.InstanceID,
+		Profiles:   profiles,
 		Keys:       keys,
+		Tokens:     tokens,
 		Sessions:   sessions,
 		Health: &health.Checker{
 			Daemon: dc, Pool: m.pools, Executor: m.exec, Live: liveHealth,
 			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
-			Store: m.storeKind(), Auth: keys.Enabled(),
+			Store: m.storeKind(), Auth: keys.Enabled() || tokens != nil,
 		},
 		Log:            m.log,
 		Limits:         limits,

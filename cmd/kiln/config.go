@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/kilnsh/kiln/api"
 )
 
 // Config is kiln's whole configuration, read once from the environment. Variable names
@@ -20,8 +22,23 @@ type Config struct {
 	Addr        string   `envconfig:"LISTEN_ADDR" default:":8080"`
 	APIKeys     []string `envconfig:"API_KEYS"`
 	APIKeysFile string   `envconfig:"API_KEYS_FILE"`
-	InstanceID  string   `envconfig:"INSTANCE_ID"`
-	LogLevel    string   `envconfig:"LOG_LEVEL" default:"info"`
+	// Signed user identities (LibreChat's per-user tokens): see jwt.go. LibreChat's code
+	// API server's names (CODEAPI_JWT_*) are read too.
+	JWTPublicKey     string `envconfig:"JWT_PUBLIC_KEY"`
+	JWTKid           string `envconfig:"JWT_KID" default:"lc-codeapi-2026-05"`
+	JWTJWKS          string `envconfig:"JWT_JWKS"`
+	JWTPublicKeysDir string `envconfig:"JWT_PUBLIC_KEYS_DIR"`
+	JWTIssuer        string `envconfig:"JWT_ISSUER" default:"librechat"`
+	JWTAudience      string `envconfig:"JWT_AUDIENCE" default:"codeapi"`
+	JWTAlgorithms    string `envconfig:"JWT_ALGORITHMS" default:"EdDSA,RS256"`
+	JWTHS256Secret   string `envconfig:"JWT_HS256_SECRET"`
+	JWTHS256Kid      string `envconfig:"JWT_HS256_KID" default:"hs256"`
+	JWTDefaultTenant string `envconfig:"JWT_DEFAULT_TENANT" default:"legacy"`
+	// ExecutionProfiles are LibreChat's execution profiles kiln answers to (see
+	// api.ParseProfiles); CODEAPI_EXECUTION_PROFILE is read too.
+	ExecutionProfiles string `envconfig:"EXECUTION_PROFILES" default:"default,stateful"`
+	InstanceID        string `envconfig:"INSTANCE_ID"`
+	LogLevel          string `envconfig:"LOG_LEVEL" default:"info"`
 
 	SandboxImage     string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
 	SandboxRuntime   string  `envconfig:"SANDBOX_RUNTIME"`
@@ -106,6 +123,7 @@ func LoadConfig() (Config, error) {
 	if err := envconfig.Process("", &c); err != nil {
 		return c, fmt.Errorf("configuration: %w", err)
 	}
+	c.readAliases()
 	if c.APIKeysFile != "" {
 		b, err := os.ReadFile(c.APIKeysFile)
 		if err != nil {
@@ -233,6 +251,9 @@ func (c Config) Validate() error {
 	if _, err := parsePreload(c.PreloadModules); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := api.ParseProfiles(c.ExecutionProfiles); err != nil {
+		errs = append(errs, fmt.Errorf("EXECUTION_PROFILES: %w", err))
+	}
 	check(c.SandboxMemoryMB >= 64, "SANDBOX_MEMORY_MB must be at least 64, got %d", c.SandboxMemoryMB)
 	check(c.SandboxCPUs > 0 && c.SandboxCPUs <= 64, "SANDBOX_CPUS must be above 0 and at most 64, got %g", c.SandboxCPUs)
 	check(c.SandboxPidsLimit >= 16, "SANDBOX_PIDS_LIMIT must be at least 16, got %d", c.SandboxPidsLimit)
@@ -251,6 +272,9 @@ func (c Config) Validate() error {
 	check(c.StateMaxSizeMB >= 1 && c.StateMaxRawMB >= c.StateMaxSizeMB, "STATE_MAX_SIZE_MB (%d) must be at least 1 and STATE_MAX_RAW_MB (%d) at least as large", c.StateMaxSizeMB, c.StateMaxRawMB)
 	check(c.MaxFileSizeMB >= 1, "MAX_FILE_SIZE_MB must be at least 1")
 	check(c.MaxOutputFiles >= 0, "MAX_OUTPUT_FILES must not be negative")
+	if _, err := c.tokens(); err != nil {
+		errs = append(errs, err)
+	}
 	check(c.LiveSessionsMax >= 1, "LIVE_SESSIONS_MAX must be at least 1, got %d", c.LiveSessionsMax)
 	check(c.LiveSessionIdleSeconds >= 1 && c.LiveSessionLifetimeSeconds >= 1,
 		"LIVE_SESSION_IDLE_SECONDS and LIVE_SESSION_LIFETIME_SECONDS must be at least 1")

@@ -375,9 +375,10 @@ func TestSessionKeepsFailedProgramState(t *testing.T) {
 	}
 }
 
-// POST /exec/programmatic/cancel with the request id a request was sent with ends its
-// run as cancelled and frees its sandbox; only the key that sent it can, and an
-// unknown id is a 404.
+// POST /exec/programmatic/cancel with the request id a request was sent with, as
+// LibreChat's client sends it, ends its run as cancelled and frees its sandbox (202
+// cancellation_requested); another key's cancel is a 403 and changes nothing; once the
+// run is over the answer is 200 already_completed.
 func TestCancelByRequestID(t *testing.T) {
 	waitIdle(t)
 	rid := fmt.Sprintf("ptc-cancel-%d", time.Now().UnixNano())
@@ -400,15 +401,18 @@ func TestCancelByRequestID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused(t, "cancel with another key", code, other, http.StatusNotFound, "not_found")
+	refused(t, "cancel with another key", code, other, http.StatusForbidden, "forbidden")
+	if p := srv.MustPool(t); p.InUse != 1 {
+		t.Fatalf("another key's cancel touched the run: %d sandboxes in use, want 1", p.InUse)
+	}
 
 	code, c, err := send(keyA, "/exec/programmatic/cancel", map[string]any{"request_id": rid}, nil)
 	cancelled := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code != http.StatusAccepted || c.Status != "cancelling" {
-		t.Fatalf("cancel: status %d, want 202 with status cancelling: %s", code, c)
+	if code != http.StatusAccepted || c.Status != "cancellation_requested" {
+		t.Fatalf("cancel: status %d, want 202 with status cancellation_requested: %s", code, c)
 	}
 	select {
 	case r := <-done:
@@ -426,9 +430,43 @@ func TestCancelByRequestID(t *testing.T) {
 		return err == nil && p.InUse == 0
 	})
 
-	code, unknown, err := send(keyA, "/exec/programmatic/cancel", map[string]any{"request_id": rid + "-unknown"}, nil)
+	code, again, err := send(keyA, "/exec/programmatic/cancel", map[string]any{"request_id": rid}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused(t, "cancel of an unknown request id", code, unknown, http.StatusNotFound, "not_found")
+	if code != http.StatusOK || again.Status != "already_completed" {
+		t.Errorf("cancel after the end: status %d, want 200 with status already_completed: %s", code, again)
+	}
+	code, other, err = send(keyB, "/exec/programmatic/cancel", map[string]any{"request_id": rid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(t, "cancel of another key's ended request", code, other, http.StatusForbidden, "forbidden")
+}
+
+// A cancel that reaches kiln before its request (LibreChat cancels when the user stops,
+// whatever the request's progress) is remembered: the request that comes with that id
+// does not start, and says so.
+func TestCancelBeforeStart(t *testing.T) {
+	waitIdle(t)
+	rid := fmt.Sprintf("ptc-early-%d", time.Now().UnixNano())
+	code, c, err := send(keyA, "/exec/programmatic/cancel", map[string]any{"request_id": rid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusAccepted || c.Status != "cancellation_requested" {
+		t.Fatalf("early cancel: status %d, want 202 with status cancellation_requested: %s", code, c)
+	}
+	code, a, err := send(keyA, "/exec/programmatic", map[string]any{
+		"code": "print('must not run')", "tools": []any{toolDef("never")},
+	}, http.Header{"X-Librechat-Code-Request-Id": {rid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK || a.Status != "error" || strings.Contains(a.Stdout, "must not run") {
+		t.Fatalf("the request cancelled before it came: status %d, want 200 with status error and nothing run: %s", code, a)
+	}
+	if !strings.Contains(strings.ToLower(a.Error+a.Message+a.Stderr), "cancel") {
+		t.Errorf("the refused start does not say it was cancelled: %s", a)
+	}
 }
