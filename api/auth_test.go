@@ -150,7 +150,13 @@ func TestOwnership(t *testing.T) {
 				if r.path == "/exec" {
 					ct = jsonCT
 				}
-				checkError(t, serve(t, h, r.method, r.path, ct, r.body, tt.other.header), http.StatusNotFound, kiln.CodeNotFound)
+				// A run's file reference to another's file is refused as LibreChat's client
+				// expects (403); everything else answers as if nothing were there.
+				status, code := http.StatusNotFound, kiln.CodeNotFound
+				if r.path == "/exec" {
+					status, code = http.StatusForbidden, kiln.CodeForbidden
+				}
+				checkError(t, serve(t, h, r.method, r.path, ct, r.body, tt.other.header), status, code)
 			}
 			if list := decode[[]any](t, serve(t, h, "GET", "/files/"+sid, "", "", tt.other.header), http.StatusOK); len(list) != 0 {
 				t.Errorf("listing the files: got %v, want []", list)

@@ -61,7 +61,7 @@ func TestExecBadRequests(t *testing.T) {
 		{"language of the wrong type", jsonCT, `{"code":"1","lang":3}`, 400, kiln.CodeInvalid},
 		{"file id not a kiln id", jsonCT, `{"code":"1","files":[{"id":"../x","session_id":"` + sessB + `"}]}`, 400, kiln.CodeInvalid},
 		{"file session_id not a kiln id", jsonCT, `{"code":"1","files":[{"id":"` + fileA + `","session_id":"x"}]}`, 400, kiln.CodeInvalid},
-		{"unknown file", jsonCT, `{"code":"1","files":[` + ref + `]}`, 404, kiln.CodeNotFound},
+		{"unknown file", jsonCT, `{"code":"1","files":[` + ref + `]}`, 403, kiln.CodeForbidden},
 		{"more files than a session holds", jsonCT, `{"code":"1","files":[` + strings.Repeat(ref+",", api.TestMaxFiles) + ref + `]}`, 413, kiln.CodeTooLarge},
 		{"body over the limit", jsonCT, `{"code":"` + strings.Repeat("x", api.TestMaxBody) + `"}`, 413, kiln.CodeTooLarge},
 	}

@@ -284,6 +284,13 @@ func (s *Service) choose(ctx context.Context, c Caller, req ExecRequest) (*store
 	return nil, nil
 }
 
+// errFileRef refuses a run's file reference the caller may not use: another's, or one
+// that is gone (which of the two is not said). It is a 403, as LibreChat's client expects:
+// a 404 there reads as "temporarily unavailable, retry".
+func errFileRef(id string) error {
+	return kiln.Errorf(kiln.CodeForbidden, "unauthorized file reference: file %q is not one this caller may use, or it is gone", id)
+}
+
 // runtimeEntity is the entity a runtime hint's session carries. Hints and entity ids
 // never meet: an entity id holds no ':'.
 func runtimeEntity(hint string) string { return "rt:" + hint }
@@ -372,7 +379,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 		list, ok := listed[sid]
 		if !ok {
 			if _, err := s.Session(ctx, c.In(ref.Scope), sid); err != nil {
-				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
+				return in, errFileRef(ref.ID)
 			}
 			var err error
 			if list, err = s.store.Files(ctx, sid); err != nil {
@@ -382,7 +389,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 		}
 		i := slices.IndexFunc(list, func(f *store.File) bool { return f.ID == ref.ID })
 		if i < 0 {
-			return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
+			return in, errFileRef(ref.ID)
 		}
 		name := list[i].Name
 		if ref.Name != "" {
@@ -390,7 +397,7 @@ func (s *Service) inputs(ctx context.Context, c Caller, sess *store.Session, ref
 		}
 		if err := place(name, list[i], ref.Scope.shared()); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				return in, errNotFound(fmt.Sprintf("file %q", ref.ID))
+				return in, errFileRef(ref.ID)
 			}
 			return in, fmt.Errorf("load file: %w", err)
 		}

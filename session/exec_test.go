@@ -269,7 +269,7 @@ func TestExecRefusedRequestLeavesNoSession(t *testing.T) {
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"another key's file, stateless", func(t *testing.T, e *testEnv) ExecRequest {
 			foreign := e.session(t, bob, "")
 			f := e.file(t, foreign.ID, "secret.txt", "s")
@@ -277,34 +277,34 @@ func TestExecRefusedRequestLeavesNoSession(t *testing.T) {
 			req.Stateless = true
 			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"another user's file", func(t *testing.T, e *testEnv) ExecRequest {
 			foreign := e.session(t, aliceU2, "")
 			f := e.file(t, foreign.ID, "secret.txt", "s")
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID, SessionID: foreign.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"a file of an expired session", func(t *testing.T, e *testEnv) ExecRequest {
 			old := e.expiredSession(t, aliceU1, "")
 			f := e.file(t, old.ID, "old.txt", "o")
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID, SessionID: old.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"a missing file", func(t *testing.T, e *testEnv) ExecRequest {
 			own := e.session(t, aliceU1, "")
 			req := execReq()
 			req.Files = []FileRef{{ID: kiln.NewID(), SessionID: own.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"a missing second file", func(t *testing.T, e *testEnv) ExecRequest {
 			own := e.session(t, aliceU1, "")
 			f := e.file(t, own.ID, "a.txt", "a")
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID, SessionID: own.ID}, {ID: kiln.NewID(), SessionID: own.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"a file of another of the caller's sessions, named in the wrong one", func(t *testing.T, e *testEnv) ExecRequest {
 			a := e.session(t, aliceU1, "")
 			b := e.session(t, aliceU1, "")
@@ -312,14 +312,14 @@ func TestExecRefusedRequestLeavesNoSession(t *testing.T) {
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID, SessionID: a.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"a file without a session and no session", func(t *testing.T, e *testEnv) ExecRequest {
 			own := e.session(t, aliceU1, "")
 			f := e.file(t, own.ID, "a.txt", "a")
 			req := execReq()
 			req.Files = []FileRef{{ID: f.ID}}
 			return req
-		}, kiln.CodeNotFound},
+		}, kiln.CodeForbidden},
 		{"more files named than a session holds", func(t *testing.T, e *testEnv) ExecRequest {
 			own := e.session(t, aliceU1, "")
 			req := execReq()

@@ -279,8 +279,8 @@ func TestCase19Ownership(t *testing.T) {
 			if res.Status != "error" || !strings.HasPrefix(kilntest.Str(res.Error), "NameError") {
 				t.Errorf("exec in another's session: (%s, %q), want a NameError: no state of theirs", res.Status, kilntest.Str(res.Error))
 			}
-			// A run naming the file is a 404, not a silent copy.
-			apiCase{method: "POST", path: "/exec", header: jsonHeader, status: 404, code: "not_found",
+			// A run naming the file is refused (403, as LibreChat's client expects), not a silent copy.
+			apiCase{method: "POST", path: "/exec", header: jsonHeader, status: 403, code: "forbidden",
 				body: mustJSON(t, map[string]any{"code": "print(1)", "user_id": user,
 					"files": []map[string]string{{"id": in.fid, "session_id": in.sid, "name": "x.txt"}}})}.check(t, in.key)
 		})

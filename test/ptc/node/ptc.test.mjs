@@ -355,7 +355,7 @@ test('abort: the client cancels the run in kiln, whose sandbox is free within 3 
     () => recorder.exchanges.slice(mark).find((e) => e.path === `${PTC_PATH}/cancel` && e.answeredAt));
   assert.deepEqual(cancel.body, { request_id: rid });
   assert.equal(cancel.status, 202, JSON.stringify(cancel.answer));
-  assert.equal(cancel.answer.status, 'cancelling');
+  assert.equal(cancel.answer.status, 'cancellation_requested');
 
   await waitFor('no sandbox in use', Math.max(0, aborted + 3000 - Date.now()), async () => (await inUse()) === 0);
   const freed = Date.now() - aborted;
