@@ -77,7 +77,11 @@ var ErrImageMissing = errors.New("sandbox image not found")
 // failure the container is removed with a context of its own.
 func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	cfg, host := spec.configs(time.Now())
-	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	// The create is not cut short by ctx: a create the daemon carries out after its caller
+	// gave up would leave a container no one knows of. It is quick; ctx is checked after.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	created, err := c.api.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrDaemon, err)
 	}
@@ -86,6 +90,9 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
 		return nil, errors.Join(err, s.Remove(rctx))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", kiln.ErrWarmupTimeout, err))
 	}
 
 	att, err := c.api.ContainerAttach(ctx, s.id, client.ContainerAttachOptions{
