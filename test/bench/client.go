@@ -17,11 +17,14 @@ import (
 
 // client talks to one kiln over loopback HTTP and watches its process.
 type client struct {
-	url   string
-	key   string
-	pid   int // 0 when the process is not ours to watch
-	http  *http.Client
-	polls atomic.Int64 // /metrics polls so far, whose CPU cpuMeter takes out
+	url string
+	key string
+	pid int // 0 when the process is not ours to watch
+	// instance is the kiln's INSTANCE_ID, which labels its containers; empty when the
+	// benchmark did not start it.
+	instance string
+	http     *http.Client
+	polls    atomic.Int64 // /metrics polls so far, whose CPU cpuMeter takes out
 	// pollCPU is kiln's CPU per /metrics poll in ms, measured with the pool idle.
 	pollCPU float64
 
@@ -48,11 +51,18 @@ type execResult struct {
 	Code      int
 	Status    string  `json:"status"`
 	Stdout    string  `json:"stdout"`
+	Result    *string `json:"result"` // the repr of a final expression
 	Error     *string `json:"error"`
 	SessionID string  `json:"session_id"`
 	HasState  bool    `json:"has_state"`
 	StateSize int     `json:"state_size"`
-	Files     []struct {
+	// StateError names what of the namespace was not kept, and why.
+	StateError *string `json:"state_error"`
+	// RuntimeStatus says where a session's call ran: new, reused (the session's live
+	// sandbox) or resumed (a fresh sandbox, from the stored state); empty from a kiln
+	// without live sessions.
+	RuntimeStatus string `json:"runtime_status"`
+	Files         []struct {
 		ID        string `json:"id"`
 		SessionID string `json:"session_id"`
 		Size      int64  `json:"size"`
@@ -114,26 +124,54 @@ type poolStats struct {
 	Warming int   `json:"warming"`
 	InUse   int   `json:"in_use"`
 	Created int64 `json:"created"`
+	Removed int64 `json:"removed"`
+	// Containers are the ready sandboxes.
+	Containers []poolContainer `json:"containers"`
+}
+
+// poolContainer is one ready sandbox of /health/detailed.
+type poolContainer struct {
+	ID    string `json:"id"` // short
+	State string `json:"state"`
+}
+
+// liveStats is the live sessions' part of /health/detailed (absent before live sessions).
+type liveStats struct {
+	Enabled bool             `json:"enabled"`
+	Idle    int              `json:"idle"`
+	Busy    int              `json:"busy"`
+	Memory  int64            `json:"memory_bytes"`
+	Calls   map[string]int64 `json:"calls"` // by runtime status: new, reused, resumed
+	Ended   map[string]int64 `json:"ended"` // by reason
+}
+
+// health is what the benchmark reads of /health/detailed.
+type health struct {
+	Pool poolStats `json:"pool"`
+	Live liveStats `json:"live"`
 }
 
 func (c *client) pool(ctx context.Context) (poolStats, error) {
-	var out struct {
-		Pool poolStats `json:"pool"`
-	}
+	h, err := c.health(ctx)
+	return h.Pool, err
+}
+
+// health reads /health/detailed, which asks the Docker daemon: not for polling.
+func (c *client) health(ctx context.Context) (health, error) {
+	var out health
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/health/detailed", nil)
 	if err != nil {
-		return out.Pool, err
+		return out, err
 	}
-	if c.key != "" {
-		req.Header.Set("X-API-Key", c.key)
-	}
-	resp, err := c.http.Do(req)
+	code, body, err := c.do(req)
 	if err != nil {
-		return out.Pool, err
+		return out, err
 	}
-	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&out)
-	return out.Pool, err
+	if code != http.StatusOK && code != http.StatusServiceUnavailable {
+		return out, fmt.Errorf("GET /health/detailed answered %d: %.200s", code, body)
+	}
+	err = json.Unmarshal(body, &out)
+	return out, err
 }
 
 // waitReady polls the pool until at least n sandboxes are ready, or ctx ends. It reads

@@ -29,6 +29,14 @@ type Floor struct {
 	// runs in and captures (unchanged: nothing comes back; changed: all of it does).
 	BareState        Summary `json:"bare_attach_first_exec_10mb_state"`
 	BareStateChanged Summary `json:"bare_attach_first_exec_10mb_state_changed"`
+	// RealState is the real state rows' exchanges with no kiln (realStatePhase): the
+	// first request to a fresh REPL carries the blob kiln's session held and the code of
+	// kiln's call.
+	RealState []Summary `json:"bare_attach_first_exec_real_state,omitempty"`
+	// Live is the live rows' exchanges with no kiln (liveFloors): requests shaped as
+	// kiln's live calls, one after another on one bare sandbox that served its session's
+	// first call; and the small calls on one interpreter that captures nothing.
+	Live []Summary `json:"bare_attach_live,omitempty"`
 	// BareFileIn and BareFileOut are the file rows' exchanges with no kiln, and
 	// DiskWrite what storing a 20 MB file durably costs on the disk under DATA_DIR.
 	BareFileIn  Summary    `json:"bare_attach_first_exec_20mb_input_file"`
@@ -44,7 +52,8 @@ const floorInstance = "kiln-bench-floor"
 
 // kilnLimits are the limits kiln sends with every request under its default
 // configuration (cmd/kiln/config.go).
-var kilnLimits = protocol.Limits{MaxOutputBytes: 1 << 20, MaxFileBytes: 25 << 20, MaxFiles: 20, MaxStateBytes: 64 << 20}
+var kilnLimits = protocol.Limits{MaxOutputBytes: 1 << 20, MaxFileBytes: 25 << 20, MaxFiles: 20, MaxStateBytes: 64 << 20,
+	MaxStateRawBytes: 64 << 20}
 
 // bareSpec is the sandbox kiln's pool starts under its default configuration
 // (cmd/kiln/app.go, (*Main).spec), owned by the benchmark's own instance label.
@@ -133,7 +142,9 @@ func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n,
 	return boxes, errors.Join(errs...)
 }
 
-// firstRequest times one request of op to a sandbox and checks the answer.
+// firstRequest times one request of op to a sandbox and checks the answer. The exec is
+// the one kiln sends for a stateless call: no state, nothing captured, open figures
+// saved (AUTO_FIGURES).
 func firstRequest(ctx context.Context, s *docker.Sandbox, op string) (time.Duration, error) {
 	req := &protocol.Request{ID: "floor1", Op: op, Limits: kilnLimits}
 	if op == protocol.OpPing {
@@ -143,7 +154,7 @@ func firstRequest(ctx context.Context, s *docker.Sandbox, op string) (time.Durat
 		}
 		return took, err
 	}
-	req.Lang, req.Code, req.TimeoutMS = "python", "print(1)", 30000
+	req.Lang, req.Code, req.TimeoutMS, req.Figures = "python", "print(1)", 30000, true
 	took, resp, err := exchange(ctx, s, req)
 	if err == nil && resp.Stdout != "1\n" {
 		err = fmt.Errorf("print(1) answered status %s, stdout %q", resp.Status, resp.Stdout)
@@ -174,6 +185,14 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 	log.Printf("floor: a 10 MB state over a bare attach")
 	f.BareState, f.BareStateChanged, err = bareState(ctx, b.image, b.counts.floorStates)
 	note("bare attach with state", err)
+	if len(res.realRuns) > 0 {
+		log.Printf("floor: real states (a DataFrame, a random forest) over a bare attach")
+		f.RealState, err = bareRealStates(ctx, b.image, b.counts.floorStates, res.realRuns)
+		note("bare attach with real states", err)
+	}
+	log.Printf("floor: live sessions, exchanges one after another on one bare sandbox")
+	f.Live, err = b.liveFloors(ctx, res.realRuns)
+	note("bare attach, live", err)
 	log.Printf("floor: 20 MB files over a bare attach, and on disk")
 	f.BareFileIn, f.BareFileOut, err = bareFiles(ctx, b.image, b.counts.floorFiles)
 	note("bare attach with files", err)
@@ -254,8 +273,10 @@ func bareRuns(ctx context.Context, image string, n int, note string,
 // bareState times the first request to fresh sandboxes that carries a 10 MB state blob
 // made by the REPL itself, n times read-only (print(len(blob)): the state comes back
 // unchanged, so not at all) and n times changing it (a new name: the whole state comes
-// back). It is kiln's session rows without kiln's HTTP, session and store, and the
-// bytes floor plus the REPL's own handling of a state.
+// back). It is kiln's resumed session rows without kiln's HTTP, session and store, and
+// the bytes floor plus the REPL's own handling of a state. The request is the one kiln
+// sends for a resumed call: the state, live (its sandbox may go on serving the session),
+// open figures saved.
 func bareState(ctx context.Context, image string, n int) (same, changed Summary, err error) {
 	var state []byte
 	prepare := func(ctx context.Context, s *docker.Sandbox) error {
@@ -273,8 +294,8 @@ func bareState(ctx context.Context, image string, n int) (same, changed Summary,
 	}
 	kinds := func() [2]bareKind {
 		req := func(code string) *protocol.Request {
-			return &protocol.Request{ID: "floor-state", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 60000,
-				State: state, CaptureState: true, Limits: kilnLimits}
+			return &protocol.Request{ID: "floor-state", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 30000,
+				State: state, CaptureState: true, Live: true, Figures: true, Limits: kilnLimits}
 		}
 		printed := func(r *protocol.Response) error {
 			if r.Stdout != fmt.Sprintf("%d\n", bareStateSize) {

@@ -116,14 +116,14 @@ func TestRatios(t *testing.T) {
 	r.Floor = &Floor{BareExec: Summary{N: 8, P50: 2}, Bytes: floorRows()}
 	r.Latency = []Summary{
 		{Name: statelessRow, N: 30, P50: 2.6},
-		{Name: "session with 10 MB state, c=1", N: 8, P50: 54.6, WireIn: i64(10 << 20), WireOut: i64(300)},
-		{Name: "session with 10 KB state, c=1", N: 8, P50: 3},
+		{Name: resumedStateRow(10 << 20), N: 8, P50: 54.6, WireIn: i64(10 << 20), WireOut: i64(300)},
+		{Name: resumedStateRow(10 << 10), N: 8, P50: 3},
 		{Name: "output file 20 MB returned", N: 5, P50: 62.6},
 		{Name: "input file 20 MB placed, read back", Fails: 1},
 	}
 	r.transfers = []transfer{
-		{name: "session with 10 MB state, c=1", bytes: 10 << 20, in: true, out: true},
-		{name: "session with 10 KB state, c=1", bytes: 10 << 10, in: true, out: true},
+		{name: resumedStateRow(10 << 20), bytes: 10 << 20, in: true, out: true},
+		{name: resumedStateRow(10 << 10), bytes: 10 << 10, in: true, out: true},
 		{name: "output file 20 MB returned", bytes: 20 << 20, out: true},
 		{name: "input file 20 MB placed, read back", bytes: 20 << 20, in: true},
 	}
@@ -134,7 +134,7 @@ func TestRatios(t *testing.T) {
 		moved        float64
 	}{
 		{statelessRow, 2, 1.3, 0},
-		{"session with 10 MB state, c=1", 40, 1.3, 5.2},
+		{resumedStateRow(10 << 20), 40, 1.3, 5.2},
 		{"output file 20 MB returned", 60, 1, 0},
 	}
 	if len(got) != len(want) {
@@ -190,12 +190,12 @@ func TestBreakdown(t *testing.T) {
 	r.Floor = &Floor{BareExec: Summary{N: 8, P50: 2}, BareState: Summary{N: 4, P50: 30}, Bytes: floorRows()}
 	r.Latency = []Summary{
 		{Name: statelessRow, N: 30, P50: 2.6},
-		{Name: "session with 10 MB state, c=1", N: 8, P50: 54.6},
+		{Name: resumedStateRow(10 << 20), N: 8, P50: 54.6},
 	}
 	got := breakdown(r)
 	want := []Part{
 		{Case: statelessRow, KilnMS: 2.6, REPLMS: 2, OwnMS: 0.6},
-		{Case: "session with 10 MB state, c=1", KilnMS: 54.6, TransportMS: 10, REPLMS: 20, OwnMS: 24.6},
+		{Case: resumedStateRow(10 << 20), KilnMS: 54.6, TransportMS: 10, REPLMS: 20, OwnMS: 24.6},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %d parts", got, len(want))

@@ -37,14 +37,15 @@ func outputFileBody() map[string]any {
 // bareFiles times the file rows' exchanges with no kiln: the first request to fresh
 // sandboxes carries a 20 MB file that the code reads back (n times), or runs the code
 // that writes a 20 MB file, which comes back in the answer (n times). It is kiln's
-// file rows less kiln's HTTP, session and store.
+// file rows less kiln's HTTP, session and store, with the request kiln sends for them
+// (stateless: nothing captured; open figures saved).
 func bareFiles(ctx context.Context, image string, n int) (in, out Summary, err error) {
 	kinds := func() [2]bareKind {
 		data := make([]byte, fileSize)
 		_, _ = rand.Read(data)
 		req := func(code string, files []protocol.File) *protocol.Request {
 			return &protocol.Request{ID: "floor-file", Op: protocol.OpExec, Lang: "python", Code: code, Files: files,
-				TimeoutMS: 60000, Limits: kilnLimits}
+				TimeoutMS: 30000, Figures: true, Limits: kilnLimits}
 		}
 		return [2]bareKind{
 			{name: "floor: bare attach, first run, 20 MB input file read back",

@@ -51,7 +51,8 @@ func main() {
 		log.Fatalf("bench: %v", err)
 	}
 	b.tmp = tmp
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// A bound on the whole run, with room for a loaded machine: a quiet one takes about 15 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	res := newResults()
 	switch {
@@ -104,20 +105,26 @@ type counts struct {
 	preload  time.Duration // overload length for each PRELOAD_MODULES variant
 	bigState int           // calls in the session with 100 MB of state
 	files    int           // calls of each 20 MB file row
+	// liveCalls are the calls of the live print(1) row and of its floor; cells the
+	// rounds of small calls, for kiln and for the floor alike.
+	liveCalls, cells int
 	// The floor: first print(1) and first ping, each to a fresh REPL (over a bare
-	// attach, and over pipes inside a container); first runs carrying 10 MB of state
-	// over a bare attach (of each kind); repetitions of each bytes size.
+	// attach, and over pipes inside a container); first runs carrying a state over a
+	// bare attach (of each kind: 10 MB of bytes, and each real state's calls);
+	// repetitions of each bytes size.
 	floorExecs, floorPings, floorStates, floorFiles, bytesReps int
 }
 
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
-		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8}
+		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8,
+		liveCalls: 30, cells: 3}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
-		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2}
+		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2,
+		liveCalls: 3, cells: 1}
 }
 
 type bench struct {
@@ -171,6 +178,7 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 	if err != nil {
 		return fmt.Errorf("start kiln A: %w", err)
 	}
+	k.instance = srv.Instance
 	time.Sleep(2 * time.Second) // let the last warm-up's garbage settle
 	if kb, err := rssKB(srv.PID()); err == nil {
 		res.Resources.IdleRSSMB = round(float64(kb)/1024, 1)
@@ -235,6 +243,10 @@ func (b *bench) poolPhases(ctx context.Context, k *client, res *Results, rss *rs
 	streamPhase(ctx, k, b.counts.stream, res)
 	log.Printf("sessions with state")
 	statePhase(ctx, k, []int{10 << 10, 1 << 20, 10 << 20}, b.counts.state, res)
+	log.Printf("sessions with real objects: a DataFrame, a random forest")
+	realStatePhase(ctx, k, b.counts.state, res)
+	log.Printf("live sessions: print(1), small calls one after the other, memory")
+	livePhase(ctx, k, b.counts, res)
 	log.Printf("20 MB files in and out")
 	filePhase(ctx, k, b.counts.files, res)
 	log.Printf("complex cases")

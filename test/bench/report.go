@@ -35,8 +35,11 @@ type Results struct {
 	Breakdown  []Part       `json:"breakdown,omitempty"`
 	RefillCPU  []RefillCPU  `json:"refill_cpu,omitempty"`
 	AB         *AB          `json:"before_after,omitempty"`
+	LiveMemory *LiveMemory  `json:"live_memory,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
+	realRuns  []realRun  // the real states kiln's rows measured, for their floor
+	pairs     []pair     // the live rows and their floor rows, for their ratios
 }
 
 // Rate is a throughput: sandboxes (or containers) per second.
@@ -157,6 +160,7 @@ func table(r *Results) string {
 	}
 	b.WriteString(refillCPUText(r, false))
 	b.WriteString(abText(r, false))
+	b.WriteString(liveMemoryText(r, false))
 	if wire := r.wireRows(); len(wire) > 0 {
 		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
 		for _, s := range wire {
@@ -177,7 +181,7 @@ func table(r *Results) string {
 	if len(r.Latency) == 0 {
 		return b.String() // the floor alone: no kiln ran
 	}
-	fmt.Fprintf(&b, "\nkiln RSS: idle %.1f MB (pool of 8 full), peak %.1f MB during the print(1) phases, %.1f MB over the run (10 MB states)\n",
+	fmt.Fprintf(&b, "\nkiln RSS: idle %.1f MB (pool of 8 full), peak %.1f MB during the print(1) phases, %.1f MB over the run (the state rows included)\n",
 		r.Resources.IdleRSSMB, r.Resources.PeakPrintRSSMB, r.Resources.PeakRSSMB)
 	fmt.Fprintf(&b, "kiln CPU per request (its sandbox's warm-up and removal included; %.3f ms per pacing poll taken out):\n", r.Resources.PollCPUMS)
 	for _, k := range sortedKeys(r.Resources.CPUPerRequestMS) {
@@ -230,6 +234,7 @@ func markdown(r *Results) string {
 	}
 	b.WriteString(refillCPUText(r, true))
 	b.WriteString(abText(r, true))
+	b.WriteString(liveMemoryText(r, true))
 	if wire := r.wireRows(); len(wire) > 0 {
 		b.WriteString("\n| bytes kiln exchanged with the sandbox | in per call | out per call |\n|---|---:|---:|\n")
 		for _, s := range wire {
@@ -248,7 +253,7 @@ func markdown(r *Results) string {
 	if len(r.Latency) == 0 {
 		return b.String()
 	}
-	fmt.Fprintf(&b, "\nkiln RSS idle with a full pool of 8: %.1f MB; peak during the print(1) phases %.1f MB; peak over the run (10 MB states included) %.1f MB. CPU of the kiln process per request, "+
+	fmt.Fprintf(&b, "\nkiln RSS idle with a full pool of 8: %.1f MB; peak during the print(1) phases %.1f MB; peak over the run (the state rows included) %.1f MB. CPU of the kiln process per request, "+
 		"its sandbox's warm-up and removal included, the benchmark's pacing polls taken out (%.3f ms each):\n\n",
 		r.Resources.IdleRSSMB, r.Resources.PeakPrintRSSMB, r.Resources.PeakRSSMB, r.Resources.PollCPUMS)
 	b.WriteString("| phase | CPU ms per request |\n|---|---:|\n")
@@ -340,7 +345,9 @@ func fmtMS(ms float64) string {
 // summaries are the floor's latency rows that were measured.
 func (f *Floor) summaries() []Summary {
 	var out []Summary
-	for _, s := range []Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing, f.BareState, f.BareStateChanged, f.BareFileIn, f.BareFileOut, f.DiskWrite} {
+	all := append([]Summary{f.BareExec, f.BarePing, f.PipeExec, f.PipePing, f.BareState, f.BareStateChanged}, f.RealState...)
+	all = append(all, f.Live...)
+	for _, s := range append(all, f.BareFileIn, f.BareFileOut, f.DiskWrite) {
 		if s.Name != "" {
 			out = append(out, s)
 		}
@@ -348,12 +355,27 @@ func (f *Floor) summaries() []Summary {
 	return out
 }
 
+// summary is the floor's row named name, or none.
+func (f *Floor) summary(name string) Summary {
+	for _, s := range f.summaries() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Summary{}
+}
+
 // wireRows are the rows that move a payload, whose wire counts the report shows (n/a
-// when kiln does not count them).
+// when kiln does not count them), and the live rows, which should move almost nothing.
 func (r *Results) wireRows() []Summary {
 	var out []Summary
 	for _, t := range r.transfers {
 		if s := r.summary(t.name); s.N > 0 {
+			out = append(out, s)
+		}
+	}
+	for _, p := range r.pairs {
+		if s := r.summary(p.row); s.N > 0 && s.WireIn != nil {
 			out = append(out, s)
 		}
 	}

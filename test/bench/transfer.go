@@ -16,17 +16,39 @@ type transfer struct {
 	name    string
 	bytes   int
 	in, out bool
+	// bare names the floor row of the same exchange with no kiln, when the floor has
+	// one: the ratio is then to it, not to the bytes floor.
+	bare string
 }
 
-// readOnlySize is the state of the session whose read-only call is also measured.
+// readOnlySize is the state of the session whose read-only call and live call are also
+// measured.
 const readOnlySize = 10 << 20
 
+// The names of the state rows. A resumed call restores the session's state from the
+// store in a fresh sandbox; a live one runs in the sandbox that served the session's
+// last call, which holds its namespace.
+func resumedStateRow(size int) string {
+	return fmt.Sprintf("session with %s state, resumed, c=1", human(size))
+}
+
+func liveStateRow(size int) string {
+	return fmt.Sprintf("session with %s state, live, c=1", human(size))
+}
+
+func readOnlyRow(size int) string {
+	return fmt.Sprintf("read-only print(len(blob)), %s state, resumed", human(size))
+}
+
 // statePhase creates a session holding size bytes of incompressible state once, then
-// runs print(1) in it: each call restores the state, captures it, and sends it back
-// only when it changed.
+// runs print(1) in it, each call resumed from the store in a fresh sandbox (its state
+// put back before each call, untimed, which ends the live sandbox): the REPL restores
+// the state, captures it, and sends it back only when it changed. For readOnlySize it
+// also runs print(len(blob)) so, then print(1) in the session's live sandbox, where
+// nothing is restored and, the state unchanged, nothing of it crosses.
 func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results) {
 	for _, size := range sizes {
-		name := fmt.Sprintf("session with %s state, c=1", human(size))
+		name := resumedStateRow(size)
 		setup := map[string]any{"code": fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size)}
 		wctx, cancel := context.WithTimeout(ctx, refillWait)
 		err := k.waitReady(wctx, 1)
@@ -38,24 +60,38 @@ func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results
 		if err == nil && (r.Code != http.StatusOK || !r.HasState) {
 			err = fmt.Errorf("setup answered %d, has_state %v", r.Code, r.HasState)
 		}
+		var blob []byte
+		if err == nil {
+			blob, err = k.state(ctx, r.SessionID)
+		}
 		if err != nil {
 			res.Latency = append(res.Latency, summarize(name, nil, 1, "setup failed: "+err.Error()))
 			continue
 		}
-		cpu := k.cpu()
-		body := map[string]any{"code": "print(1)", "session_id": r.SessionID}
-		s := measuredRow(ctx, k, name, body, "1", n, fmt.Sprintf("state_size %d B; restored each call, captured, sent back if changed", r.StateSize))
+		sid := r.SessionID
+		note := fmt.Sprintf("state_size %d B; POST /state of it before each call (untimed), so that each resumes from the store in a fresh sandbox: "+
+			"restored, captured, sent back if changed", r.StateSize)
+		s, cpuMS := resumedRow(ctx, k, name, sid, blob, "print(1)", "1", n, note)
 		res.Latency = append(res.Latency, s)
-		res.Resources.CPUPerRequestMS["state "+human(size)] = cpu.perRequest(s.N + s.Fails)
+		res.Resources.CPUPerRequestMS["state "+human(size)+", resumed"] = cpuMS
 		res.transfers = append(res.transfers, transfer{name: name, bytes: r.StateSize, in: true, out: true})
 		if size != readOnlySize {
 			continue
 		}
-		name = fmt.Sprintf("read-only print(len(blob)), %s state", human(size))
-		body = map[string]any{"code": "print(len(blob))", "session_id": r.SessionID}
-		res.Latency = append(res.Latency, measuredRow(ctx, k, name, body, strconv.Itoa(size), n,
-			fmt.Sprintf("state_size %d B; the state is unchanged, so it need not come back", r.StateSize)))
+		name = readOnlyRow(size)
+		s, _ = resumedRow(ctx, k, name, sid, blob, "print(len(blob))", strconv.Itoa(size), n,
+			fmt.Sprintf("state_size %d B; resumed as the row above; the state is unchanged, so it need not come back", r.StateSize))
+		res.Latency = append(res.Latency, s)
 		res.transfers = append(res.transfers, transfer{name: name, bytes: r.StateSize, in: true, out: true})
+
+		name = liveStateRow(size)
+		s, cpuMS = liveRow(ctx, k, name, sid, "print(1)", "1", n,
+			fmt.Sprintf("state_size %d B; in the sandbox that served the session's last call (runtime_status reused): no state sent, "+
+				"captured and compared with the last capture, unchanged, so nothing comes back", r.StateSize))
+		res.Latency = append(res.Latency, s)
+		res.Resources.CPUPerRequestMS["state "+human(size)+", live"] = cpuMS
+		res.pairs = append(res.pairs, pair{row: name, floor: liveStateFloor(human(size) + " state"), target: ratioTarget,
+			basis: "the same live print(1), one after another on one bare sandbox holding the same state"})
 	}
 }
 

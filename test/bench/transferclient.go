@@ -143,3 +143,37 @@ func (m wireMeter) perCall(ctx context.Context, c *client, calls int) (in, out *
 	pi, po := int64((i-m.in)/float64(calls)), int64((o-m.out)/float64(calls))
 	return &pi, &po
 }
+
+// state fetches a session's state blob (GET /state/{session_id}).
+func (c *client) state(ctx context.Context, sid string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/state/"+sid, nil)
+	if err != nil {
+		return nil, err
+	}
+	code, body, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /state answered %d: %.200s", code, body)
+	}
+	return body, nil
+}
+
+// putState makes blob a session's state (POST /state/{session_id}), which also ends the
+// session's live sandbox.
+func (c *client) putState(ctx context.Context, sid string, blob []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/state/"+sid, bytes.NewReader(blob))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	code, body, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusCreated && code != http.StatusOK {
+		return fmt.Errorf("POST /state answered %d: %.200s", code, body)
+	}
+	return nil
+}
