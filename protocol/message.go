@@ -15,6 +15,9 @@ const (
 	OpExec      = "exec"
 	OpPing      = "ping"
 	OpInterrupt = "interrupt"
+	// OpHello asks for the ready frame: the greeting of a host that attaches once the REPL
+	// runs (started with --await-hello, it sends nothing before).
+	OpHello = "hello"
 	// OpToolResults answers a run's tool calls; only ever sent while it waits for them.
 	OpToolResults = "tool_results"
 )
@@ -36,8 +39,8 @@ const (
 	EventToolCalls = "tool_calls"
 )
 
-// Ready is the handshake a REPL sends once its pre-imports are done; its frame has no
-// payloads.
+// Ready is the handshake a REPL sends once its pre-imports are done (or, started with
+// --await-hello, in answer to a hello, with the hello's id); its frame has no payloads.
 type Ready struct {
 	Type         string            `json:"type"`
 	Protocol     int               `json:"protocol"`
@@ -290,6 +293,12 @@ func EncodeRequest(r *Request) (net.Buffers, error) {
 // EncodeInterrupt returns the frame that interrupts the running request id.
 func EncodeInterrupt(id string) net.Buffers {
 	header, _ := json.Marshal(controlHeader{ID: id, Op: OpInterrupt}) // cannot fail
+	return appendFrame(RequestStart, RequestEnd, header, nil)
+}
+
+// EncodeHello returns the frame that asks a REPL for its ready frame, which echoes id.
+func EncodeHello(id string) net.Buffers {
+	header, _ := json.Marshal(controlHeader{ID: id, Op: OpHello}) // cannot fail
 	return appendFrame(RequestStart, RequestEnd, header, nil)
 }
 

@@ -1,5 +1,5 @@
 """kiln's in-container REPL server: `python3 /opt/kiln/repl_server.py [--no-preload] [--once]
-[--data-dir DIR]`.
+[--await-hello] [--data-dir DIR]`.
 
 The server is the kiln_repl package beside this file; its __init__ says what each module
 holds. The wire format is described in docs/protocol.md of the kiln repository.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import time
 
@@ -55,3 +56,26 @@ def kill_leftovers(leaders: set[int], logger: Logger) -> None:
                 pass  # not our child: init reaps it
         time.sleep(0.001)
     logger.log("leftover processes survived SIGKILL")
+
+
+RLIMITS_ENV = "KILN_RLIMITS"
+"""Resource limits the REPL sets on itself at start, for hosts with no say in them (a Kubernetes
+Pod has no ulimits): "nofile=1024,fsize=268435456,core=0". Limits are only ever lowered."""
+
+RLIMIT_NAMES = {"nofile": resource.RLIMIT_NOFILE, "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
+
+
+def apply_rlimits(spec: str | None, logger: Logger) -> None:
+    """Lowers this process's limits (and so its children's) to those of spec. A limit per uid,
+    such as nproc, is no limit here: every sandbox on a node may share the uid."""
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.strip().partition("=")
+        if name not in RLIMIT_NAMES or not value.isdigit():
+            logger.log(f"{RLIMITS_ENV}: ignored {item.strip()!r}")
+            continue
+        which = RLIMIT_NAMES[name]
+        _, hard = resource.getrlimit(which)
+        limit = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+        resource.setrlimit(which, (limit, limit))

@@ -138,7 +138,8 @@ TOOL_LANGUAGES = NATIVE_LANGUAGES  # the languages whose code can call the clien
 
 def ready_message(python_version: str, preloaded: dict[str, str],
                   languages: Sequence[str] = NATIVE_LANGUAGES) -> dict[str, Any]:
-    """The one frame sent before the first request: the host counts the sandbox warm on it."""
+    """The frame the host counts the sandbox warm on: sent before the first request, or, with
+    --await-hello, as the answer to the host's hello."""
     return {
         "type": "ready",
         "protocol": PROTOCOL_VERSION,
@@ -188,7 +189,7 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
         raise BadRequest(f"request is not JSON: {exc}") from None
     request_id = expect(message.get("id", ""), str, "id")
     op = message.get("op", "exec")
-    if op not in ("exec", "ping", "interrupt", "tool_results"):
+    if op not in ("exec", "ping", "hello", "interrupt", "tool_results"):
         raise BadRequest(f"unknown op {op!r}")
     lang = message.get("lang") or "python"
     if not isinstance(lang, str) or lang not in languages:

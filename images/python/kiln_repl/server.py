@@ -39,7 +39,7 @@ from kiln_repl.languages import BASH, TABLE_PATH, Language, ProgramRun, load_tab
 from kiln_repl.log import Logger
 from kiln_repl.preload import (MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, collector_paused, preload_plan,
                                seed_matplotlib_cache)
-from kiln_repl.processes import kill_leftovers
+from kiln_repl.processes import RLIMITS_ENV, apply_rlimits, kill_leftovers
 from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
 from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
                                cap_text, compile_cell, describe_exception, exit_outcome, register_source,
@@ -53,9 +53,12 @@ class Server:
     """Holds the user namespace and serves requests on the private protocol fds."""
 
     def __init__(self, data_dir: str, preload: bool, once: bool, proto_in: int, proto_out: int,
-                 logger: Logger, languages_table: str = TABLE_PATH) -> None:
+                 logger: Logger, languages_table: str = TABLE_PATH, await_hello: bool = False) -> None:
         self.data_dir = data_dir
         self.once = once
+        # Where the host attaches only once the process runs (a Kubernetes Pod), what the REPL
+        # writes before then is lost: it stays silent until the host's hello.
+        self.await_hello = await_hello
         self.logger = logger
         self.warm_heap = 0  # bytes the warm-up touches for the request (kiln_repl.heap)
         self.interrupter = Interrupter()
@@ -140,13 +143,17 @@ class Server:
         self.settings.mark_baseline()
         if self.warm_heap:
             warm(self.warm_heap)
-        self.channel.send(ready_message(platform.python_version(), self.preloaded, self.languages))
+        ready = ready_message(platform.python_version(), self.preloaded, self.languages)
+        if not self.await_hello:
+            self.channel.send(ready)
         self.channel.start()
         while (request := self.channel.next_request()) is not None:
             if isinstance(request, Refused):
                 self.channel.send(request.message())
             elif request.op == "ping":
                 self.channel.send({"id": request.id, "type": "pong"})
+            elif request.op == "hello":
+                self.channel.send({"id": request.id, **ready})
             else:
                 result = self.execute(request)
                 self.interrupter.finish()  # before the answer: the host may send the next one
@@ -409,6 +416,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-preload", action="store_true", help="skip the pre-imports")
     parser.add_argument("--once", action="store_true", help="serve one exec request, then exit")
     parser.add_argument("--data-dir", default="/mnt/data", help="working directory of user code")
+    parser.add_argument("--await-hello", action="store_true",
+                        help="send the ready frame only in answer to a hello request, not at start")
     parser.add_argument("--languages", default=TABLE_PATH, metavar="FILE",
                         help="the table of languages run as programs (default: languages.json beside the server)")
     return parser.parse_args(argv)
@@ -426,10 +435,12 @@ def main(argv: list[str]) -> int:
         pass  # already a process group leader (under Docker's init): the group does the same
     proto_in, proto_out, log_fd = take_over_fds()
     logger = Logger(log_fd)
+    apply_rlimits(os.environ.pop(RLIMITS_ENV, None), logger)
     # Before the server starts its threads: malloc's arenas are chosen as threads first use it.
     heap = warm_size(os.environ.get(WARM_HEAP_ENV))
     heap_ready = configure(heap, logger)
-    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger, options.languages)
+    server = Server(data_dir, not options.no_preload, options.once, proto_in, proto_out, logger, options.languages,
+                    options.await_hello)
     if heap_ready:
         server.warm_heap = heap
     try:

@@ -75,11 +75,14 @@ class Repl:
     """One REPL server process with its own data directory."""
 
     def __init__(self, *flags: str, preload: bool = False, data_dir: str | None = None,
-                 timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
+                 timeout: float = 60.0, env: dict[str, str] | None = None, hello: str | None = None) -> None:
+        """hello: start the server with --await-hello and greet it with a hello of this id."""
         self.own_data_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kiln-test-")
         self.log = tempfile.TemporaryFile()
         args = [sys.executable, SERVER, "--data-dir", self.data_dir, *flags]
+        if hello is not None:
+            args.append("--await-hello")
         if not preload:
             args.append("--no-preload")
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -89,6 +92,8 @@ class Repl:
         self._buffer = bytearray()
         self._count = 0
         try:
+            if hello is not None:
+                self.send_raw(encode_request({"id": hello, "op": "hello"}))
             self.ready = self.read_frame(timeout)
         except BaseException:
             self.close()  # no test holds it yet to close it: its data directory goes now

@@ -5,7 +5,7 @@ import os
 import random
 import unittest
 
-from repl_client import REQUEST_END, REQUEST_START, SERVER, ReplTestCase, encode_request
+from repl_client import REQUEST_END, REQUEST_START, SERVER, Repl, ReplTestCase, encode_request
 
 
 class ReadyTest(ReplTestCase):
@@ -43,6 +43,34 @@ class ReadyTest(ReplTestCase):
         self.assertEqual([f["path"] for f in response["files"]], ["plot.png"])
         # Nothing, such as a font cache rebuild, was said while warming up.
         self.assertEqual(repl.log_text(), "")
+
+
+    def test_await_hello_answers_the_greeting_with_ready(self) -> None:
+        # With --await-hello the REPL says nothing until greeted (the host of a Kubernetes Pod
+        # attaches only once it runs, and what was written before is lost): the first frame is
+        # the answer to the hello, with its id; a second hello is answered the same way.
+        repl = Repl(hello="h1")
+        self.addCleanup(repl.close)
+        self.assertEqual((repl.ready["type"], repl.ready["id"]), ("ready", "h1"))
+        self.assertEqual(repl.ready["protocol"], 2)
+        self.assertIn("python", repl.ready["capabilities"]["languages"])
+        self.assertOk(repl.run("x = 2\nx * 21"))
+        again = repl.request(op="hello")
+        self.assertEqual((again["type"], again["capabilities"]), ("ready", repl.ready["capabilities"]))
+        self.assertEqual(repl.run("x")["result"], "2")
+
+
+    def test_rlimits_from_the_environment_bind_user_code(self) -> None:
+        # A Pod has no ulimits: the REPL lowers its own, and user code inherits them.
+        repl = self.start(env={"KILN_RLIMITS": "nofile=64,fsize=65536,core=0,nproc=1"})
+        response = repl.run(
+            "import resource, os\n"
+            "print([resource.getrlimit(r) for r in (resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE)])\n"
+            "print('KILN_RLIMITS' in os.environ)\n"
+            "open('big.bin', 'wb').write(b'x' * 100000)")
+        self.assertEqual(response["stdout"].splitlines(), ["[(64, 64), (65536, 65536), (0, 0)]", "False"])
+        self.assertEqual(response["status"], "error")  # the write past fsize fails
+        self.assertIn("nproc", repl.log_text())  # a limit per uid is refused, and said so
 
 
 class FramingTest(ReplTestCase):
