@@ -104,8 +104,9 @@ var (
 	ErrSandboxExited = errors.New("sandbox exited")
 	// ErrWarmupTimeout: a sandbox did not say it was ready within the warm-up timeout.
 	ErrWarmupTimeout = errors.New("sandbox not ready in time")
-	// ErrDaemon: the container runtime refused or failed an operation.
-	ErrDaemon = errors.New("docker daemon")
+	// ErrDaemon: the sandbox runtime (the Docker daemon, or the Kubernetes API server)
+	// refused or failed an operation.
+	ErrDaemon = errors.New("sandbox runtime")
 	// ErrQueueFull: every sandbox is busy and too many requests already wait.
 	ErrQueueFull = errors.New("queue full")
 	// ErrQueueTimeout: no sandbox became free within the queue timeout.

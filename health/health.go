@@ -14,7 +14,8 @@ import (
 	"github.com/kilnsh/kiln/pool"
 )
 
-// Daemon is what the checks need of Docker.
+// Daemon is what the checks need of the sandbox runtime: the Docker daemon, or a
+// Kubernetes API server.
 type Daemon interface {
 	Ping(ctx context.Context) error
 	ImageID(ctx context.Context, image string) (string, error)
@@ -40,7 +41,10 @@ type Live interface {
 
 // Checker answers the health routes. Its fields are set once, by cmd/kiln.
 type Checker struct {
-	Daemon   Daemon
+	Daemon Daemon
+	// Backend names the runtime behind Daemon (docker or kubernetes): the key of its part
+	// in /health/detailed.
+	Backend  string
 	Pool     Pool
 	Executor Executor
 	Live     Live              // nil when live sessions are off
@@ -58,7 +62,7 @@ func (c *Checker) Ready(ctx context.Context) error {
 		return errors.New("shutting down")
 	}
 	if err := c.Daemon.Ping(ctx); err != nil {
-		return fmt.Errorf("docker does not answer: %v", err)
+		return fmt.Errorf("%s does not answer: %v", c.backend(), err)
 	}
 	for _, image := range c.images() {
 		if _, err := c.Daemon.ImageID(ctx, image); err != nil {
@@ -72,6 +76,14 @@ func (c *Checker) Ready(ctx context.Context) error {
 		return errors.New("no sandbox is ready yet")
 	}
 	return nil
+}
+
+// backend is Backend, docker when unset.
+func (c *Checker) backend() string {
+	if c.Backend == "" {
+		return "docker"
+	}
+	return c.Backend
 }
 
 // images lists every pool's image once, the first pool's first.
@@ -127,9 +139,9 @@ func (c *Checker) Detailed(ctx context.Context) any {
 		containers = append(containers, map[string]any{"id": s.ID, "state": s.State, "age_seconds": s.Age.Round(time.Millisecond).Seconds()})
 	}
 	return map[string]any{
-		"status": status,
-		"docker": dockerInfo,
-		"image":  imageInfo,
+		"status":    status,
+		c.backend(): dockerInfo,
+		"image":     imageInfo,
 		"pool": map[string]any{
 			"target": st.Target, "ready": st.Ready, "warming": st.Warming, "in_use": st.InUse,
 			"waiting": st.Waiting, "kept": st.Kept, "created": st.Counts.Created, "failed": st.Counts.Failed,

@@ -166,6 +166,23 @@ func (r *Registry[S]) End(b *Binding[S], reason string) {
 	r.end(b, reason)
 }
 
+// EvictOldest ends the least recently used idle live sandbox, to make room for new work
+// where the room is not kiln's to see (a cluster with no place for the pool's next
+// sandbox). It reports whether there was one to end.
+func (r *Registry[S]) EvictOldest() bool {
+	r.mu.Lock()
+	lru := r.leastRecentLocked()
+	if lru != nil {
+		delete(r.idle, lru.Session)
+	}
+	r.mu.Unlock()
+	if lru == nil {
+		return false
+	}
+	r.end(lru, EndCapacity)
+	return true
+}
+
 // Drop ends the session's idle live sandbox, if it has one (its session was deleted).
 func (r *Registry[S]) Drop(session, reason string) {
 	r.mu.Lock()

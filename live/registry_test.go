@@ -145,6 +145,26 @@ func TestCapacityEndsTheLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// Room the registry cannot see (a full cluster) is made on demand: the least recently
+// used idle sandbox ends, never a busy one.
+func TestEvictOldest(t *testing.T) {
+	e := newEnv(Config{Max: 8})
+	e.put("a")
+	e.now = e.now.Add(time.Second)
+	e.put("b")
+	busy := e.r.Take("a")
+	if !e.r.EvictOldest() || !slices.Equal(e.releasedIDs(), []string{"sb-b"}) {
+		t.Fatalf("released %v, want b: a is busy", e.releasedIDs())
+	}
+	if e.r.EvictOldest() {
+		t.Error("evicted with nothing idle")
+	}
+	e.r.Put(busy)
+	if st := e.r.Stats(); st.Idle != 1 || st.Counts.Ended[EndCapacity] != 1 {
+		t.Errorf("got %+v, want a idle and one ended for capacity", st)
+	}
+}
+
 func TestEndDropAndClose(t *testing.T) {
 	e := newEnv(Config{Max: 4})
 	e.put("a")

@@ -1,4 +1,4 @@
-package docker
+package pool
 
 import (
 	"context"
@@ -9,22 +9,17 @@ import (
 	"time"
 )
 
-// fakeDocker lists a fixed set of containers and records removals.
-type fakeDocker struct {
-	list      []Container
+// fakeRuntime lists a fixed set of sandboxes and records removals.
+type fakeRuntime struct {
+	list      []Found
 	listErr   error
 	removeErr map[string]error
 	removed   []string
 }
 
-func (f *fakeDocker) List(_ context.Context, instance string) ([]Container, error) {
-	if instance != "inst" {
-		return nil, errors.New("wrong instance " + instance)
-	}
-	return f.list, f.listErr
-}
+func (f *fakeRuntime) List(context.Context) ([]Found, error) { return f.list, f.listErr }
 
-func (f *fakeDocker) Remove(_ context.Context, id string) error {
+func (f *fakeRuntime) Remove(_ context.Context, id string) error {
 	if err := f.removeErr[id]; err != nil {
 		return err
 	}
@@ -35,8 +30,8 @@ func (f *fakeDocker) Remove(_ context.Context, id string) error {
 func TestReaperRemovesOnlyUnheldContainersOlderThanAWarmup(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	old, young := now.Add(-2*time.Minute), now.Add(-30*time.Second)
-	f := &fakeDocker{
-		list: []Container{
+	f := &fakeRuntime{
+		list: []Found{
 			{ID: "held-running", State: "running", Created: old},
 			{ID: "held-exited", State: "exited", Created: old}, // checked out, its run is ending
 			{ID: "lost-created", State: "created", Created: old},
@@ -49,7 +44,7 @@ func TestReaperRemovesOnlyUnheldContainersOlderThanAWarmup(t *testing.T) {
 	}
 	held := map[string]bool{"held-running": true, "held-exited": true}
 	r := &Reaper{
-		dc: f, instance: "inst", holds: func(id string) bool { return held[id] },
+		rt: f, holds: func(id string) bool { return held[id] },
 		grace: time.Minute, now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler),
 	}
 	if n := r.sweep(context.Background()); n != 3 {
