@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnsh/kiln/api"
@@ -28,9 +29,11 @@ type Main struct {
 	cfg Config
 	log *slog.Logger
 
-	docker   *docker.Client
-	pools    *pool.Set[*docker.Sandbox]
-	live     *session.Live // nil when LIVE_SESSIONS is off
+	runtime sandboxRuntime
+	pools   *pool.Set[sandbox]
+	live    *session.Live // nil when LIVE_SESSIONS is off
+	// liveRef is live for the runtime's goroutines, which start before it is made.
+	liveRef  atomic.Pointer[session.Live]
 	store    store.Store
 	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx    context.Context    // governs them
@@ -53,49 +56,57 @@ func NewMain(cfg Config, log *slog.Logger) *Main {
 // Addr returns the address the server listens on, once Run has returned.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Run connects to Docker, removes this instance's orphans, starts the pool and the
-// HTTP server, and returns once the server listens.
+// Run connects to the sandbox runtime (Docker, or Kubernetes), removes this instance's
+// orphans, starts the pools and the HTTP server, and returns once the server listens.
 func (m *Main) Run(ctx context.Context) error {
 	cfg := m.cfg
 	limits := m.limits()
-	dc, err := docker.New(m.log, frameLimits(limits, cfg.SandboxDataMB<<20))
+	pctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	rt, err := m.newRuntime(pctx, limits)
 	if err != nil {
 		return err
 	}
-	m.docker = dc
-
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := dc.Ping(pctx); err != nil {
-		return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
+	m.runtime = rt
+	if err := rt.Ping(pctx); err != nil {
+		if rt.Name() == RuntimeDocker {
+			return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
+		}
+		return fmt.Errorf("cannot reach the Kubernetes API server (KUBECONFIG, or the Pod's service account): %w", err)
 	}
 	specs, err := cfg.PoolSpecs()
 	if err != nil {
 		return err
 	}
 	for _, ps := range specs {
-		if _, err := dc.ImageID(pctx, ps.Image); err != nil {
-			if errors.Is(err, docker.ErrImageMissing) {
-				return fmt.Errorf("sandbox image %s of pool %s is missing: build it with 'make image'", ps.Image, ps.Name)
-			}
-			return err
+		if _, err := rt.ImageID(pctx, ps.Image); err != nil {
+			return fmt.Errorf("sandbox image %s of pool %s: %w", ps.Image, ps.Name, err)
 		}
 	}
-	if n, err := dc.RemoveOrphans(pctx, cfg.InstanceID); err != nil {
+	if k, ok := rt.(*kubeRuntime); ok {
+		created, err := k.ensurePolicy(pctx)
+		if err != nil {
+			return err
+		}
+		if created {
+			m.log.Info("created the NetworkPolicy that closes the sandboxes' network", "name", cfg.KubeNetworkPolicy, "namespace", k.c.Namespace())
+		}
+	}
+	if n, err := rt.RemoveOrphans(pctx); err != nil {
 		m.log.Warn("removing orphaned sandboxes failed", "err", err)
 	} else if n > 0 {
 		m.log.Info("removed orphaned sandboxes of an earlier run", "count", n, "instance", cfg.InstanceID)
 	}
 
 	met := metrics.New()
-	m.pools = m.newPools(dc, specs, met)
+	m.pools = m.newPools(rt, specs, met)
 	met.WatchPools(m.pools)
 	m.background(m.pools.Probe)
 
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
-	m.background(docker.NewReaper(dc, cfg.InstanceID, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
+	m.background(pool.NewReaper(rt, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
 	m.exec = executor.New(poolAdapter{m.pools}, limits, m.log)
 	var liveHealth health.Live // nil when off, not a nil *session.Live, which would not compare nil
 	if cfg.LiveSessions && !cfg.ReplEnabled {
@@ -108,6 +119,7 @@ func (m *Main) Run(ctx context.Context) error {
 			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
 			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
 		}, poolAdapter{m.pools}.Release, m.log)
+		m.liveRef.Store(m.live)
 		m.background(m.live.Run)
 		met.WatchLive(m.live)
 		liveHealth = m.live
@@ -159,8 +171,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Tokens:     tokens,
 		Sessions:   sessions,
 		Health: &health.Checker{
-			Daemon: dc, Pool: m.pools, Executor: m.exec, Live: liveHealth,
-			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg.SandboxRuntime), Repl: cfg.ReplEnabled,
+			Daemon: rt, Backend: rt.Name(), Pool: m.pools, Executor: m.exec, Live: liveHealth,
+			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg), Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled() || tokens != nil,
 		},
 		Log:            m.log,
@@ -190,7 +202,7 @@ func (m *Main) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	go func() { m.served <- m.server.Serve(ln) }()
-	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "runtime", runtimeName(cfg.SandboxRuntime), "instance", cfg.InstanceID)
+	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "sandboxes", cfg.Runtime, "runtime", runtimeName(cfg), "instance", cfg.InstanceID)
 	return nil
 }
 
@@ -236,15 +248,16 @@ func (m *Main) Close(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("pool close: %w", err))
 			}
 		}
-		if m.docker != nil {
-			// A removal that failed while the daemon was away left its container
-			// behind; every container of this instance is kiln's to remove now.
-			if n, err := m.docker.RemoveOrphans(ctx, m.cfg.InstanceID); err != nil {
+		if m.runtime != nil {
+			// Every sandbox of this instance still there is kiln's to remove now.
+			if n, err := m.runtime.RemoveOrphans(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("final sweep: %w", err))
 			} else if n > 0 {
-				m.log.Warn("removed sandboxes left behind by failed removals", "count", n)
+				// A warm-up cut short by the shutdown mid-create leaves its sandbox unknown to the
+				// pool; so does a removal that failed.
+				m.log.Info("final sweep removed sandboxes the pools did not know of", "count", n)
 			}
-			errs = append(errs, m.docker.Close())
+			errs = append(errs, m.runtime.Close())
 		}
 		m.closeErr = errors.Join(errs...)
 	})
@@ -298,15 +311,13 @@ var replCommand = []string{"python3", "/opt/kiln/repl_server.py", "--once", "--n
 
 // newPools starts a pool per spec, each with its image, in one Set that learns their
 // languages from their sandboxes' ready frames.
-func (m *Main) newPools(dc *docker.Client, specs []PoolSpec, met *metrics.Metrics) *pool.Set[*docker.Sandbox] {
+func (m *Main) newPools(rt sandboxRuntime, specs []PoolSpec, met *metrics.Metrics) *pool.Set[sandbox] {
 	cfg := m.cfg
-	var set *pool.Set[*docker.Sandbox]
+	var set *pool.Set[sandbox]
 	made := make(chan struct{}) // closed once set exists
-	members := make([]pool.Member[*docker.Sandbox], 0, len(specs))
+	members := make([]pool.Member[sandbox], 0, len(specs))
 	for _, ps := range specs {
-		spec := m.spec()
-		spec.Image = ps.Image
-		f := factory{dc: dc, spec: spec, learn: func(langs []string) {
+		f := factory{rt: rt, image: ps.Image, learn: func(langs []string) {
 			<-made
 			set.Learn(ps.Name, langs)
 		}}
@@ -320,7 +331,7 @@ func (m *Main) newPools(dc *docker.Client, specs []PoolSpec, met *metrics.Metric
 			BackoffMin:    500 * time.Millisecond,
 			BackoffMax:    5 * time.Second,
 		}, f, m.log.With("pool", ps.Name), met.Pool(ps.Name))
-		members = append(members, pool.Member[*docker.Sandbox]{Name: ps.Name, Pool: p})
+		members = append(members, pool.Member[sandbox]{Name: ps.Name, Pool: p})
 	}
 	// The factories' first warm-ups may finish before NewSet returns: they wait for it.
 	set = pool.NewSet(members, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log)
@@ -407,30 +418,37 @@ func maxBodyBytes(l executor.Limits) int64 {
 	return int64(l.MaxCodeBytes) + (l.MaxStateBytes+l.MaxFileBytes)*4/3 + 1<<20
 }
 
-func runtimeName(r string) string {
-	if r == "" {
+// runtimeName is what isolates sandboxes, for the log and /health/detailed: Docker's OCI
+// runtime (runc or runsc), or the Pods' RuntimeClass ("default" for the cluster's).
+func runtimeName(c Config) string {
+	switch {
+	case c.Runtime == RuntimeKubernetes && c.KubeRuntimeClass == "":
+		return "default"
+	case c.Runtime == RuntimeKubernetes:
+		return c.KubeRuntimeClass
+	case c.SandboxRuntime == "":
 		return "runc"
 	}
-	return r
+	return c.SandboxRuntime
 }
 
-// factory makes sandboxes for a pool, and tells what they said they run.
+// factory makes sandboxes of one image for a pool, and tells what they said they run.
 type factory struct {
-	dc    *docker.Client
-	spec  docker.Spec
+	rt    sandboxRuntime
+	image string
 	learn func(langs []string)
 }
 
-func (f factory) Start(ctx context.Context) (*docker.Sandbox, error) {
-	sb, err := f.dc.Start(ctx, f.spec)
+func (f factory) Start(ctx context.Context) (sandbox, error) {
+	sb, err := f.rt.Start(ctx, f.image)
 	if err == nil {
 		f.learn(sb.Ready().Capabilities.Languages)
 	}
 	return sb, err
 }
 
-// poolAdapter lends the pools' Docker sandboxes to the executor.
-type poolAdapter struct{ s *pool.Set[*docker.Sandbox] }
+// poolAdapter lends the pools' sandboxes to the executor.
+type poolAdapter struct{ s *pool.Set[sandbox] }
 
 func (a poolAdapter) Checkout(ctx context.Context, lang string) (executor.Sandbox, error) {
 	sb, err := a.s.Checkout(ctx, lang)
@@ -440,8 +458,8 @@ func (a poolAdapter) Checkout(ctx context.Context, lang string) (executor.Sandbo
 	return sb, nil
 }
 
-func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(*docker.Sandbox)) }
+func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(sandbox)) }
 
-func (a poolAdapter) Keep(sb executor.Sandbox) { a.s.Keep(sb.(*docker.Sandbox)) }
+func (a poolAdapter) Keep(sb executor.Sandbox) { a.s.Keep(sb.(sandbox)) }
 
 func (a poolAdapter) Languages() ([]string, bool) { return a.s.Languages() }

@@ -40,6 +40,19 @@ type Config struct {
 	InstanceID        string `envconfig:"INSTANCE_ID"`
 	LogLevel          string `envconfig:"LOG_LEVEL" default:"info"`
 
+	// Runtime is where sandboxes run: "docker" (the local daemon) or "kubernetes" (Pods
+	// in KUBE_NAMESPACE, through the API server of $KUBECONFIG or of the Pod kiln runs in).
+	Runtime             string `envconfig:"RUNTIME" default:"docker"`
+	KubeNamespace       string `envconfig:"KUBE_NAMESPACE"`
+	KubeImagePullPolicy string `envconfig:"KUBE_IMAGE_PULL_POLICY" default:"IfNotPresent"`
+	KubeRuntimeClass    string `envconfig:"KUBE_RUNTIME_CLASS"`
+	KubeNetworkPolicy   string `envconfig:"KUBE_NETWORK_POLICY" default:"kiln-sandboxes-deny-all"`
+	// KubeNodeSelector places the sandbox Pods: "pool=sandboxes,zone=a".
+	KubeNodeSelector string `envconfig:"KUBE_NODE_SELECTOR"`
+	KubeEphemeralMB  int64  `envconfig:"KUBE_SANDBOX_EPHEMERAL_MB" default:"64"`
+	// KubeCPURequest is the CPU a sandbox Pod requests, in cores (its limit is SANDBOX_CPUS).
+	KubeCPURequest float64 `envconfig:"KUBE_SANDBOX_CPU_REQUEST" default:"0.1"`
+
 	SandboxImage     string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
 	SandboxRuntime   string  `envconfig:"SANDBOX_RUNTIME"`
 	SandboxMemoryMB  int64   `envconfig:"SANDBOX_MEMORY_MB" default:"512"`
@@ -145,6 +158,10 @@ func LoadConfig() (Config, error) {
 	c.derive()
 	if c.LiveSessionsMax == 0 {
 		c.LiveSessionsMax = c.derivedLiveMax(hostMemoryMB())
+		if c.Runtime == RuntimeKubernetes {
+			// The sandboxes live on the cluster's nodes, whose room kiln cannot see.
+			c.LiveSessionsMax = kubeLiveMax
+		}
 	}
 	return c, c.Validate()
 }
@@ -296,6 +313,18 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
+	check(c.Runtime == RuntimeDocker || c.Runtime == RuntimeKubernetes, "RUNTIME must be %s or %s, got %q", RuntimeDocker, RuntimeKubernetes, c.Runtime)
+	if c.Runtime == RuntimeKubernetes {
+		check(c.ReplEnabled, "REPL_ENABLED=false is not supported with RUNTIME=kubernetes: sandbox Pods always run the warm REPL")
+		check(c.SandboxRuntime == "", "SANDBOX_RUNTIME is Docker's; with RUNTIME=kubernetes, name a RuntimeClass in KUBE_RUNTIME_CLASS (gVisor's, say)")
+		check(slices.Contains([]string{"Always", "IfNotPresent", "Never"}, c.KubeImagePullPolicy), "KUBE_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got %q", c.KubeImagePullPolicy)
+		check(c.KubeNetworkPolicy != "", "KUBE_NETWORK_POLICY must name the NetworkPolicy that closes the sandboxes' network")
+		check(c.KubeEphemeralMB >= 0, "KUBE_SANDBOX_EPHEMERAL_MB must not be negative, got %d", c.KubeEphemeralMB)
+		check(c.KubeCPURequest > 0 && c.KubeCPURequest <= c.SandboxCPUs, "KUBE_SANDBOX_CPU_REQUEST must be above 0 and at most SANDBOX_CPUS (%g), got %g", c.SandboxCPUs, c.KubeCPURequest)
+		if _, err := parseSelector(c.KubeNodeSelector); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)
 	return errors.Join(errs...)

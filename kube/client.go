@@ -1,0 +1,522 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/protocol"
+)
+
+// removeTimeout bounds the deletion of a Pod that failed to warm up.
+const removeTimeout = 30 * time.Second
+
+// FrameLimits bound one protocol frame from a sandbox: its JSON header, and its raw
+// payloads (the state and the files).
+type FrameLimits struct {
+	Header int
+	Binary int64
+}
+
+// Config is what a Client needs.
+type Config struct {
+	// Kubeconfig is the kubeconfig file to use; "" reads $KUBECONFIG or ~/.kube/config,
+	// and, when neither exists, the service account of the Pod kiln runs in.
+	Kubeconfig string
+	// Namespace holds the sandbox Pods; "" is the kubeconfig's, or kiln's own Pod's.
+	Namespace string
+	// Instance is the owning kiln instance: its Pods carry it (InstanceLabel), and only
+	// those are watched, listed and swept.
+	Instance string
+	Frames   FrameLimits
+	Log      *slog.Logger
+	// Starved, when set, is called when a warm-up's Pod finds no node with room for it:
+	// kiln then ends an idle live session's sandbox, whose Pod holds room the pool needs.
+	// It is called once per such Pod.
+	Starved func()
+}
+
+// Client makes and removes sandbox Pods through the API server. One informer watches
+// this instance's Pods: warm-ups wait on it for their Pod to run, and exits and the
+// reaper read it, so that no sandbox costs a watch of its own.
+type Client struct {
+	cs       kubernetes.Interface
+	rest     *rest.Config
+	ns       string
+	instance string // the label value
+	frames   FrameLimits
+	log      *slog.Logger
+	starved  func()
+
+	pods corelisters.PodNamespaceLister
+	stop chan struct{}
+
+	mu      sync.Mutex
+	waiting map[string]chan struct{} // by Pod name: poked on every change of the Pod
+	running map[string]*Sandbox      // by Pod name: the sandboxes Start returned, until removed
+}
+
+// New connects to the API server and starts watching this instance's Pods; it returns
+// once the watch has caught up, or fails within ctx.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	routeKlog(cfg.Log)
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if cfg.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	ns := cfg.Namespace
+	if ns == "" {
+		if ns, _, err = loader.Namespace(); err != nil {
+			return nil, fmt.Errorf("kubernetes namespace: %w", err)
+		}
+	}
+	// A pool refills by creating Pods and removes them after every use: the client's
+	// default of 5 requests a second would be the pool's pace.
+	rc.QPS, rc.Burst = 100, 200
+	rc.UserAgent = "kiln"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return newClient(ctx, cs, rc, ns, cfg)
+}
+
+func newClient(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns string, cfg Config) (*Client, error) {
+	c := &Client{
+		cs: cs, rest: rc, ns: ns, instance: InstanceLabel(cfg.Instance), frames: cfg.Frames, log: cfg.Log,
+		starved: cfg.Starved, stop: make(chan struct{}), waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = c.selector() }))
+	informer := factory.Core().V1().Pods()
+	name := func(obj any) string {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return p.Name
+		} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			return strings.TrimPrefix(t.Key, ns+"/")
+		}
+		return ""
+	}
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.poke(name(obj)) },
+		UpdateFunc: func(_, obj any) { c.poke(name(obj)) },
+		DeleteFunc: func(obj any) { c.gone(name(obj)) },
+	}); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	c.pods = informer.Lister().Pods(ns)
+	factory.Start(c.stop)
+	for typ, ok := range factory.WaitForCacheSync(ctxDone(ctx)) {
+		if !ok {
+			close(c.stop)
+			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrDaemon, typ, ns)
+		}
+	}
+	return c, nil
+}
+
+// ctxDone adapts a context to the stop channel client-go's older calls take.
+func ctxDone(ctx context.Context) <-chan struct{} { return ctx.Done() }
+
+// selector selects this instance's sandbox Pods.
+func (c *Client) selector() string {
+	return labels.Set{LabelManaged: "true", LabelInstance: c.instance}.String()
+}
+
+// Namespace is where the sandbox Pods are.
+func (c *Client) Namespace() string { return c.ns }
+
+// Close stops the watch.
+func (c *Client) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	return nil
+}
+
+// Ping checks that the API server answers.
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("kubernetes API server: %w", err)
+	}
+	return nil
+}
+
+// watch returns a channel poked whenever the named Pod changes, and the function that
+// stops it.
+func (c *Client) watch(name string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.waiting[name] = ch
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		if c.waiting[name] == ch {
+			delete(c.waiting, name)
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *Client) poke(name string) {
+	c.mu.Lock()
+	ch := c.waiting[name]
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default: // a poke is waiting already: the watcher reads the latest state anyway
+		}
+	}
+}
+
+// gone hears that a Pod was deleted. A sandbox still running in it is dead from now on,
+// whatever its stream says: the kubelet may take seconds to kill the container of a Pod
+// someone else deleted (or that the cluster deleted with its lost node), and no call may
+// run in it meanwhile.
+func (c *Client) gone(name string) {
+	c.mu.Lock()
+	sb := c.running[name]
+	delete(c.running, name)
+	c.mu.Unlock()
+	if sb != nil {
+		sb.main.close()
+	}
+	c.poke(name)
+}
+
+// pod returns the watch's view of a Pod; nil once it is gone (or not seen yet).
+func (c *Client) pod(name string) *corev1.Pod {
+	p, err := c.pods.Get(name)
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// Start creates a sandbox Pod from spec, waits for it to run, starts its REPL through the
+// API server's exec (WebSocket, or SPDY where the server does not speak it), greets it and
+// returns once it has answered ready. ctx bounds the whole warm-up: a Pod still
+// Pending (unschedulable, an image that cannot be had) when it ends is removed, and so is
+// one whose image or container cannot be made at all, at once.
+func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
+	// The create is not cut short by ctx: one the API server carries out after its caller
+	// gave up would leave a Pod no one knows of (until the reaper). ctx is checked after.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	created, err := c.cs.CoreV1().Pods(c.ns).Create(cctx, spec.pod(c.ns, time.Now()), metav1.CreateOptions{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrDaemon, err)
+	}
+	changed, unwatch := c.watch(created.Name)
+	defer unwatch()
+	s := &Sandbox{name: created.Name, created: time.Now(), cli: c}
+	fail := func(err error) (*Sandbox, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		return nil, errors.Join(err, s.Remove(rctx))
+	}
+	if err := c.awaitRunning(ctx, created.Name, changed); err != nil {
+		return fail(err)
+	}
+	ex, err := c.exec(created.Name, replCommand)
+	if err != nil {
+		return fail(fmt.Errorf("%w: exec: %w", kiln.ErrDaemon, err))
+	}
+	s.main = openStream(ex, c.frames, c.log, created.Name)
+	if err := s.main.send(ctx, protocol.EncodeHello("hello")); err != nil {
+		return fail(fmt.Errorf("%w: hello: %w", kiln.ErrSandboxExited, err))
+	}
+	ready, err := s.main.receive(ctx)
+	switch {
+	case errors.Is(err, kiln.ErrSandboxExited):
+		return fail(fmt.Errorf("%w during warm-up: %s", kiln.ErrSandboxExited, lastLine(s.Stderr())))
+	case ctx.Err() != nil:
+		return fail(fmt.Errorf("%w: no ready frame: %w", kiln.ErrWarmupTimeout, ctx.Err()))
+	case err != nil:
+		return fail(fmt.Errorf("%w: ready frame: %w", kiln.ErrSandboxExited, err))
+	}
+	if s.ready, err = protocol.DecodeReady(ready); err != nil {
+		return fail(fmt.Errorf("%w: %w", kiln.ErrSandboxExited, err))
+	}
+	c.mu.Lock()
+	c.running[s.name] = s
+	c.mu.Unlock()
+	if c.pod(s.name) == nil && ctx.Err() == nil {
+		// Deleted between its start and now: gone ran before it was listed.
+		if p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, s.name, metav1.GetOptions{}); apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+			return fail(fmt.Errorf("%w: pod %s deleted during warm-up", kiln.ErrSandboxExited, s.name))
+		}
+	}
+	return s, nil
+}
+
+// oomKilled reports whether the kernel's out-of-memory killer struck in the Pod's
+// container, from its memory cgroup's count of kills (cgroup v2's memory.events, v1's
+// memory.oom_control), read by a short exec: the REPL is not the container's process, so
+// the kubelet's OOMKilled flag does not cover it.
+func (c *Client) oomKilled(ctx context.Context, name string) (bool, error) {
+	ex, err := c.exec(name, []string{"sh", "-c",
+		"cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control"})
+	if err != nil {
+		return false, err
+	}
+	var out, errOut strings.Builder
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+		return false, fmt.Errorf("reading the memory cgroup: %w: %s", err, lastLine(errOut.String()))
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+			return f[1] != "0", nil
+		}
+	}
+	return false, fmt.Errorf("reading the memory cgroup: no oom_kill count in %q", out.String())
+}
+
+// fatalWaiting are the reasons a container waits for something that will not come by
+// waiting longer: a Pod stuck on one is removed at once.
+var fatalWaiting = map[string]bool{
+	"ErrImageNeverPull":          true,
+	"InvalidImageName":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+	"ImageInspectError":          true,
+}
+
+// awaitRunning waits until the Pod's container runs; exec cannot start before. An
+// image still being pulled, or backing off, waits for ctx.
+func (c *Client) awaitRunning(ctx context.Context, name string, changed <-chan struct{}) error {
+	why := "not seen yet"
+	starved := false
+	for {
+		if p := c.pod(name); p != nil {
+			switch running, reason, fatal := podProgress(p); {
+			case running:
+				return nil
+			case fatal:
+				return fmt.Errorf("%w: pod %s: %s", kiln.ErrDaemon, name, reason)
+			default:
+				why = reason
+			}
+			if !starved && unschedulable(p) && c.starved != nil {
+				starved = true
+				c.log.Info("no node has room for a sandbox Pod: ending an idle live session's", "pod", name, "why", why)
+				c.starved()
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: pod %s did not run: %s: %w", kiln.ErrWarmupTimeout, name, why, ctx.Err())
+		}
+	}
+}
+
+// podProgress reads a Pod's status: whether its container runs, else what it waits
+// for, and whether that will never come.
+func podProgress(p *corev1.Pod) (running bool, reason string, fatal bool) {
+	switch p.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Sprintf("ended %s: %s %s", p.Status.Phase, p.Status.Reason, terminated(p)), true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != container {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			return true, "", false
+		case cs.State.Terminated != nil:
+			return false, "the container ended: " + terminated(p), true
+		case cs.State.Waiting != nil:
+			w := cs.State.Waiting
+			return false, strings.TrimSpace(w.Reason + " " + w.Message), fatalWaiting[w.Reason]
+		}
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			return false, strings.TrimSpace(cond.Reason + ": " + cond.Message), false
+		}
+	}
+	return false, string(p.Status.Phase), false
+}
+
+// unschedulable reports whether the scheduler found no node for the Pod.
+func unschedulable(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// terminated describes how the Pod's container ended, when it has.
+func terminated(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil {
+			return strings.TrimSpace(fmt.Sprintf("exit code %d %s %s", t.ExitCode, t.Reason, lastLine(t.Message)))
+		}
+	}
+	return ""
+}
+
+// exec returns the executor of a command in the Pod's container, with its stdin, stdout
+// and stderr: WebSocket, falling back to SPDY when the API server (or a proxy on the way)
+// cannot upgrade to it. What the command writes goes to kiln alone, never to the
+// container's log.
+func (c *Client) exec(name string, command []string) (remotecommand.Executor, error) {
+	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdin: true, Stdout: true, Stderr: true, TTY: false},
+			scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(c.rest, "GET", req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.rest, "POST", req.URL())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}
+
+// Remove deletes a Pod at once, with no grace; one already gone is not an error.
+func (c *Client) Remove(ctx context.Context, name string) error {
+	c.mu.Lock()
+	delete(c.running, name)
+	c.mu.Unlock()
+	err := c.cs.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pod delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Pod is a sandbox Pod as the watch sees it.
+type Pod struct {
+	Name    string
+	Phase   string
+	Created time.Time
+}
+
+// List returns this instance's sandbox Pods, as the watch sees them.
+func (c *Client) List() ([]Pod, error) {
+	list, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pod, 0, len(list))
+	for _, p := range list {
+		out = append(out, Pod{Name: p.Name, Phase: string(p.Status.Phase), Created: createdAt(p)})
+	}
+	return out, nil
+}
+
+// RemoveOrphans deletes every sandbox Pod of this instance, asking the API server (not
+// the watch): at start-up these are leftovers of an earlier process of the instance, at
+// shutdown those of failed removals. It returns how many it deleted.
+func (c *Client) RemoveOrphans(ctx context.Context) (int, error) {
+	list, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: c.selector()})
+	if err != nil {
+		return 0, fmt.Errorf("pod list: %w", err)
+	}
+	var errs []error
+	n := 0
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.Remove(ctx, p.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// EnsureNetworkPolicy makes sure the namespace holds the NetworkPolicy that closes the
+// sandboxes' network: named name, selecting every kiln sandbox Pod, allowing nothing in
+// or out. It creates it when it is missing and kiln may; a policy of that name that
+// does not say so is an error, never overwritten.
+func (c *Client) EnsureNetworkPolicy(ctx context.Context, name string) (created bool, err error) {
+	want := DenyAllPolicy(c.ns, name)
+	got, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return false, fmt.Errorf("the NetworkPolicy %s/%s that closes the sandboxes' network is missing, and creating it failed (apply deploy/k8s/manifests/networkpolicy.yaml): %w", c.ns, name, err)
+		}
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("cannot read the NetworkPolicy %s/%s that closes the sandboxes' network (kiln's Role must allow get on networkpolicies): %w", c.ns, name, err)
+	}
+	if !deniesAll(got) {
+		return false, fmt.Errorf("the NetworkPolicy %s/%s does not deny all traffic of the Pods labelled %s=true: fix or delete it (deploy/k8s/manifests/networkpolicy.yaml)", c.ns, name, LabelManaged)
+	}
+	return false, nil
+}
+
+// DenyAllPolicy is the NetworkPolicy that closes every kiln sandbox's network: it
+// selects them all and allows no traffic in either direction.
+func DenyAllPolicy(namespace, name string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{LabelService: "kiln"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelManaged: "true"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+}
+
+// deniesAll reports whether a policy selects every kiln sandbox (and maybe more) and
+// allows nothing.
+func deniesAll(p *networkingv1.NetworkPolicy) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set{LabelManaged: "true"}) {
+		return false
+	}
+	in, out := false, false
+	for _, t := range p.Spec.PolicyTypes {
+		in = in || t == networkingv1.PolicyTypeIngress
+		out = out || t == networkingv1.PolicyTypeEgress
+	}
+	return in && out && len(p.Spec.Ingress) == 0 && len(p.Spec.Egress) == 0
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
