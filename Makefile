@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test test-runsc test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
 
 all: build
 
@@ -41,7 +41,7 @@ image: docker
 run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
-## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc)
+## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
 test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
@@ -49,6 +49,7 @@ test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
 	@tail -n 1 test/results/fidelity/report.txt
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory test-runsc
+	@$(MAKE) --no-print-directory test-k8s
 
 ## test-runsc: the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
 test-runsc: docker redis image
@@ -105,6 +106,25 @@ compose-up: build image
 ## compose-down: stop kiln's Compose stack (its volumes are kept)
 compose-down:
 	@deploy/compose.sh down
+
+.PHONY: k8s-up k8s-down k8s-smoke test-k8s
+# The suites run against kiln on Kubernetes: what does not depend on Docker itself.
+K8S_SUITES := ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/
+## test-k8s: the integration, abuse, language, LibreChat and MCP suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
+test-k8s: docker image test-mcp-deps test-ptc-deps
+	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
+
+## k8s-up: start the single-node Kubernetes for tests (deploy/k8s/cluster.sh up); builds it into .cache/k8s from the Go module proxy on first use (minutes), then starts in seconds
+k8s-up: docker
+	@deploy/k8s/cluster.sh up
+
+## k8s-down: stop the test Kubernetes and undo every host change it made; the build cache and imported images stay
+k8s-down:
+	@deploy/k8s/cluster.sh down
+
+## k8s-smoke: a hardened Pod from $(IMAGE), a NetworkPolicy and (with a controller-manager) a Deployment on the test Kubernetes
+k8s-smoke: k8s-up
+	@IMAGE=$(IMAGE) deploy/k8s/smoke.sh
 
 .PHONY: soak
 ## soak: the full soak (test/soak, SOAK=full): 1,000+ mixed requests per store (disk, then Redis) with faults injected, reports in test/results/soak/; it restarts the Docker daemon, so it holds the exclusive lock

@@ -50,8 +50,8 @@ func TestLiveSandboxKilledResumes(t *testing.T) {
 	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
 	first := run(t, map[string]any{"code": "x = 41\ngen = (i for i in [1])\nopen('" + marker + "', 'w').close()"})
 	id := containerWith(t, marker)
-	if out, err := kilntest.Docker("kill", id); err != nil {
-		t.Fatalf("docker kill %s: %v: %s", id, err, out)
+	if out, err := kilntest.KillSandbox(id); err != nil {
+		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
 	}
 	next := run(t, map[string]any{"session_id": first.SessionID, "code": "x + 1, 'gen' in globals()"})
 	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(42, False)" {
@@ -150,7 +150,7 @@ func containerWith(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if _, err := kilntest.Docker("exec", id, "test", "-e", path); err == nil {
+		if _, err := kilntest.SandboxExec(id, "test", "-e", path); err == nil {
 			return id
 		}
 	}

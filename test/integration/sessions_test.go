@@ -336,9 +336,19 @@ func TestTwoInstancesShareRedis(t *testing.T) {
 }
 
 // REPL_ENABLED=false: a fresh python3 per request through docker exec; state and
-// files still work, nothing is pre-imported.
+// files still work, nothing is pre-imported. On Kubernetes, where sandbox Pods always run
+// the warm REPL, kiln refuses the setting at start and says so.
 func TestWithoutWarmREPL(t *testing.T) {
 	s, err := kilntest.Start(kilntest.Options{Env: []string{"POOL_SIZE=1", "REPL_ENABLED=false", "DATA_DIR=" + t.TempDir()}})
+	if kilntest.OnKubernetes() {
+		if err == nil || !strings.Contains(err.Error(), "REPL_ENABLED=false is not supported with RUNTIME=kubernetes") {
+			t.Errorf("REPL_ENABLED=false on Kubernetes: err %v, want kiln to refuse it at start", err)
+		}
+		if err == nil {
+			s.Stop(60 * time.Second)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

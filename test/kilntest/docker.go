@@ -12,9 +12,13 @@ import (
 	"syscall"
 )
 
-// Containers lists the ids of the sandbox containers of an instance (every state),
-// through the docker command line, independent of kiln's own code.
+// Containers lists the ids of the sandboxes of an instance (every state), through the
+// docker command line, independent of kiln's own code; on Kubernetes, the names of its
+// Pods, through kubectl.
 func Containers(instance string) ([]string, error) {
+	if OnKubernetes() {
+		return kubePods(instanceSelector(instance))
+	}
 	out, err := exec.Command("docker", "ps", "-aq", "--no-trunc",
 		"--filter", "label=kiln.managed=true", "--filter", "label=kiln.instance="+instance).Output()
 	if err != nil {
@@ -48,6 +52,9 @@ var sweepOnce sync.Once
 func removeOrphans() { sweepOnce.Do(func() { _ = sweepOrphans() }) }
 
 func sweepOrphans() error {
+	if OnKubernetes() {
+		return sweepKubeOrphans()
+	}
 	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=kiln.managed=true",
 		"--format", `{{.ID}} {{.Label "kiln.instance"}}`).Output()
 	if err != nil {
@@ -81,3 +88,26 @@ func testPID(instance string) (int, bool) {
 
 // NewMarker returns a random name, for a test to find its own things by.
 func NewMarker() string { return randomSuffix() + randomSuffix() }
+
+// sweepKubeOrphans is sweepOrphans for the Pods of KubeNamespace.
+func sweepKubeOrphans() error {
+	out, err := Kubectl("get", "pods", "--selector", "kiln.managed=true", "--output",
+		`jsonpath={range .items[*]}{.metadata.name}{" "}{.metadata.labels.kiln\.instance}{"\n"}{end}`)
+	if err != nil {
+		return fmt.Errorf("kubectl get pods: %w: %s", err, out)
+	}
+	var names []string
+	for line := range strings.Lines(out) {
+		name, instance, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if pid, ok := testPID(instance); ok && syscall.Kill(pid, 0) == syscall.ESRCH {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if out, err := Kubectl(append([]string{"delete", "pod", "--grace-period=0", "--force", "--wait=false"}, names...)...); err != nil {
+		return fmt.Errorf("kubectl delete: %w: %s", err, out)
+	}
+	return nil
+}

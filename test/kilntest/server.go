@@ -79,7 +79,8 @@ func ignoreNotExist(err error) error {
 
 // Runtime returns the sandbox runtime the tests run under: KILN_TEST_RUNTIME, or
 // "runc" when it is unset. Start passes it to kiln as SANDBOX_RUNTIME unless a test
-// sets that itself.
+// sets that itself; "kubernetes" runs the sandboxes as Pods of the cluster of
+// $KUBECONFIG instead (see OnKubernetes).
 func Runtime() string {
 	if rt := os.Getenv("KILN_TEST_RUNTIME"); rt != "" {
 		return rt
@@ -124,7 +125,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	// TMPDIR too: whatever kiln leaves in it is the test run's to clean (test/leftovers.sh).
-	for _, name := range []string{"DOCKER_HOST", "TMPDIR"} {
+	for _, name := range []string{"DOCKER_HOST", "TMPDIR", "KUBECONFIG"} {
 		if v := os.Getenv(name); v != "" {
 			env = append(env, name+"="+v)
 		}
@@ -135,8 +136,15 @@ func Start(opts Options) (*Server, error) {
 		"LISTEN_ADDR": "127.0.0.1:0", "INSTANCE_ID": instance, "POOL_SIZE": "2",
 		"LOG_LEVEL": "debug", "SHUTDOWN_GRACE_SECONDS": "20",
 	}
-	// KILN_TEST_RUNTIME runs a whole suite's sandboxes under another runtime (runsc).
-	if rt := Runtime(); rt != "runc" {
+	// KILN_TEST_RUNTIME runs a whole suite's sandboxes under another runtime (runsc), or
+	// on Kubernetes.
+	switch rt := Runtime(); {
+	case OnKubernetes():
+		defaults["RUNTIME"], defaults["KUBE_NAMESPACE"], defaults["KUBE_IMAGE_PULL_POLICY"] = "kubernetes", KubeNamespace, "Never"
+		// The test cluster is one node of 2 cores, shared by every suite's pools and live
+		// sessions: each sandbox asks for a sliver of it.
+		defaults["KUBE_SANDBOX_CPU_REQUEST"] = "0.02"
+	case rt != "runc":
 		defaults["SANDBOX_RUNTIME"] = rt
 	}
 	for _, kv := range opts.Env {

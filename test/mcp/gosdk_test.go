@@ -84,17 +84,15 @@ func TestGoSDKExecute(t *testing.T) {
 	}
 }
 
-// containerID is code that prints the id of the container it runs in (runc).
-const containerID = `import re
-ids = re.findall(r"/containers/([0-9a-f]{64})/", open("/proc/self/mountinfo").read())
-print("container", ids[0] if ids else "unknown", flush=True)
+// containerID is code that prints what names the sandbox it runs in (kilntest.WhoAmICode).
+const containerID = kilntest.WhoAmICode + `print("container", sandbox_ref, flush=True)
 `
 
 func TestGoSDKCancelRemovesContainer(t *testing.T) {
 	found := make(chan string, 1)
 	cs := connect(t, keyA, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-			if m := regexp.MustCompile(`container ([0-9a-f]{64})`).FindStringSubmatch(req.Params.Message); m != nil {
+			if m := regexp.MustCompile(`container (` + kilntest.SandboxRefPattern + `)`).FindStringSubmatch(req.Params.Message); m != nil {
 				select {
 				case found <- m[1]:
 				default:
@@ -111,16 +109,20 @@ func TestGoSDKCancelRemovesContainer(t *testing.T) {
 		_, err := cs.CallTool(ctx, params)
 		done <- err
 	}()
-	var id string
+	var ref string
 	select {
-	case id = <-found:
+	case ref = <-found:
 	case <-time.After(60 * time.Second):
 		t.Fatal("no progress naming the container within 60 s")
 	}
+	id, err := kilntest.SandboxID(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cancel()
-	kilntest.WaitFor(t, 3*time.Second, "the container removed", func() bool {
-		out, err := kilntest.Docker("ps", "-aq", "--no-trunc", "--filter", "id="+id)
-		return err == nil && strings.TrimSpace(out) == ""
+	kilntest.WaitFor(t, 3*time.Second, "the sandbox removed", func() bool {
+		there, err := kilntest.SandboxExists(id)
+		return err == nil && !there
 	})
 	<-done
 }
