@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -190,6 +189,3 @@ func createdAt(p *corev1.Pod) time.Time {
 	}
 	return p.CreationTimestamp.Time
 }
-
-// mb formats a size for logs.
-func mb(n int64) string { return strconv.FormatInt(n, 10) + " MB" }
