@@ -161,7 +161,12 @@ func (s Spec) pod(namespace string, now time.Time) *corev1.Pod {
 					{Name: "tmp", MountPath: "/tmp"},
 					{Name: "data", MountPath: "/mnt/data"},
 				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				// The kubelet bind-mounts a file of the node's disk, writable by every uid,
+				// at this path in every container. In the image's /root (0700, root's) the
+				// sandbox's uid cannot reach it, so nothing code writes lands on the node's
+				// disk; kiln reads no termination message anyway.
+				TerminationMessagePath:   terminationMessagePath,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &tmp}}},
@@ -174,6 +179,10 @@ func (s Spec) pod(namespace string, now time.Time) *corev1.Pod {
 	}
 	return p
 }
+
+// terminationMessagePath is where the kubelet's termination-log file is mounted: inside
+// a directory the sandbox's uid may not enter (/root is 0700 in kiln's images).
+const terminationMessagePath = "/root/termination-log"
 
 func (s Spec) pullPolicy() corev1.PullPolicy {
 	if s.PullPolicy == "" {

@@ -49,6 +49,7 @@ func TestPodIsHardened(t *testing.T) {
 		{"the image as configured", c.Image == "kiln-python:latest" && c.ImagePullPolicy == corev1.PullNever},
 		{"env split at the first =", len(c.Env) == 2 && c.Env[1].Name == "A" && c.Env[1].Value == "b=c"},
 		{"no RuntimeClass unless set", s.RuntimeClassName == nil},
+		{"its termination log out of the sandbox user's reach", c.TerminationMessagePath == "/root/termination-log"},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -76,22 +77,48 @@ b"\xff\x00"
 	}
 }
 
-// Case 11: no network: only the loopback interface exists, there is no route, and
-// name resolution fails for want of any resolver. Nothing is sent anywhere: the
-// checks read /sys and /proc, and a lookup with no interface and no nameserver
-// cannot leave the sandbox.
+// Case 11: no network: only the loopback interface exists, there is no route, a
+// connection to an address outside fails at once (ENETUNREACH; EHOSTUNREACH under
+// gVisor), and name resolution fails for want of any resolver. Nothing is sent anywhere:
+// the checks read /sys and /proc, a connection with no route sends no packet, and a
+// lookup with no interface and no nameserver cannot leave the sandbox.
+//
+// On Kubernetes the Pod also has an eth0 (down, on the test cluster), with the link's own
+// route for its address and no other: no default route, no gateway. What must hold is
+// that no connection can be made: to the internet, or to the API server's address, which
+// the cluster gives every container (KUBERNETES_SERVICE_HOST); on the test cluster they
+// fail for want of a route, where the network plugin enforces the NetworkPolicy they time
+// out. Lookups go to the only nameserver, 127.0.0.1, the Pod's own loopback, where none
+// listens.
 func TestCase11NoNetwork(t *testing.T) {
 	t.Parallel()
 	var got struct {
-		Interfaces []string `json:"interfaces"`
-		Routes     []string `json:"routes"`
-		Resolve    string   `json:"resolve"`
-		EAIAgain   bool     `json:"eai_again"`
+		Interfaces []string          `json:"interfaces"`
+		Routes     []string          `json:"routes"`
+		Connect    map[string]string `json:"connect"`
+		Resolve    string            `json:"resolve"`
+		EAIAgain   bool              `json:"eai_again"`
 	}
 	observe(t, `
 import json, os, socket
+def connect(host, port):
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        return "connected"
+    except socket.timeout:
+        return "timed out"
+    except OSError as e:
+        return "errno %d" % e.errno
+    finally:
+        s.close()
+targets = [("1.1.1.1", 443)]
+if "KUBERNETES_SERVICE_HOST" in os.environ:
+    targets.append((os.environ["KUBERNETES_SERVICE_HOST"], int(os.environ["KUBERNETES_SERVICE_PORT"])))
 out = {"interfaces": sorted(os.listdir("/sys/class/net")),
-       "routes": open("/proc/net/route").read().splitlines()[1:]}
+       "routes": open("/proc/net/route").read().splitlines()[1:],
+       "connect": {"%s:%d" % t: connect(*t) for t in targets}}
 try:
     socket.getaddrinfo("example.invalid", 80)
     out["resolve"] = "resolved"
@@ -100,11 +127,41 @@ except socket.gaierror as e:
     out["eai_again"] = e.errno == socket.EAI_AGAIN
 print(json.dumps(out))
 `, &got)
-	if !slices.Equal(got.Interfaces, []string{"lo"}) {
-		t.Errorf("interfaces = %v, want [lo]", got.Interfaces)
-	}
-	if len(got.Routes) != 0 {
-		t.Errorf("IPv4 routes = %v, want none", got.Routes)
+	if kubernetes {
+		if !slices.Equal(got.Interfaces, []string{"eth0", "lo"}) {
+			t.Errorf("interfaces = %v, want [eth0 lo]", got.Interfaces)
+		}
+		// Iface, Destination, Gateway, Flags (hex): RTF_GATEWAY is 0x2.
+		for _, r := range got.Routes {
+			f := strings.Fields(r)
+			flags, err := strconv.ParseUint(f[3], 16, 32)
+			if err != nil || f[1] == "00000000" || f[2] != "00000000" || flags&0x2 != 0 {
+				t.Errorf("IPv4 route %q, want only the link's own: no default route, no gateway", r)
+			}
+		}
+		if len(got.Connect) != 2 {
+			t.Errorf("connections tried: %v, want 1.1.1.1 and the API server (KUBERNETES_SERVICE_HOST)", got.Connect)
+		}
+		for to, res := range got.Connect {
+			if res == "connected" {
+				t.Errorf("connecting to %s: connected, want a failure", to)
+			}
+		}
+	} else {
+		if !slices.Equal(got.Interfaces, []string{"lo"}) {
+			t.Errorf("interfaces = %v, want [lo]", got.Interfaces)
+		}
+		if len(got.Routes) != 0 {
+			t.Errorf("IPv4 routes = %v, want none", got.Routes)
+		}
+		// gVisor's network stack says EHOSTUNREACH (113) for the same: no route.
+		want := map[string]string{"1.1.1.1:443": "errno 101"} // ENETUNREACH
+		if gvisor {
+			want["1.1.1.1:443"] = "errno 113"
+		}
+		if !maps.Equal(got.Connect, want) {
+			t.Errorf("connections = %v, want %v (no route)", got.Connect, want)
+		}
 	}
 	// EAI_AGAIN: no resolver could be asked (a resolver saying "no such name" would
 	// be EAI_NONAME, and would mean the sandbox reached one).
@@ -114,7 +171,13 @@ print(json.dumps(out))
 }
 
 // Case 12: no secrets: nothing of kiln's configuration, its API keys above all, is in
-// the sandbox's environment, in /proc/1/environ, or in what bash's env prints.
+// the sandbox's environment, in /proc/1/environ or any other process's, or in what bash's
+// env prints.
+//
+// On Kubernetes PID 1 is the Pod's pause process, and the container's own process (sleep
+// infinity) holds the Pod's environment as kiln made it; every container also gets the
+// API server's address (KUBERNETES_SERVICE_HOST, KUBERNETES_PORT...), which is expected
+// and no secret (case 11 shows it cannot be reached).
 func TestCase12NoSecrets(t *testing.T) {
 	t.Parallel()
 	// kiln's own environment holds the keys, a canary and its configuration names.
@@ -123,21 +186,28 @@ func TestCase12NoSecrets(t *testing.T) {
 		Environ  map[string]string `json:"environ"`
 		Proc1    string            `json:"proc1"`
 		ProcSelf string            `json:"proc_self"`
+		ProcAll  string            `json:"proc_all"`
 		BashEnv  string            `json:"bash_env"`
 	}
 	// bash is started the way lang=bash starts it: a child of the REPL.
 	observe(t, `
 import json, os, subprocess
 read = lambda p: open(p, "rb").read().decode("utf-8", "replace")
+def environ_of(pid):
+    try:
+        return read("/proc/%s/environ" % pid)
+    except OSError:  # gone since the listing
+        return ""
 print(json.dumps({"environ": dict(os.environ), "proc1": read("/proc/1/environ"),
                   "proc_self": read("/proc/self/environ"),
+                  "proc_all": "\n".join(environ_of(p) for p in os.listdir("/proc") if p.isdigit()),
                   "bash_env": subprocess.run(["bash", "-c", "env"], capture_output=True, text=True).stdout}))
 `, &got)
 
 	environ, _ := json.Marshal(got.Environ)
 	sources := map[string]string{
 		"os.environ": string(environ), "/proc/1/environ": got.Proc1,
-		"/proc/self/environ": got.ProcSelf, "bash env": got.BashEnv,
+		"/proc/self/environ": got.ProcSelf, "every /proc/*/environ": got.ProcAll, "bash env": got.BashEnv,
 	}
 	for name, text := range sources {
 		// Each source must hold an environment, or the check below proves nothing.
@@ -163,6 +233,14 @@ print(json.dumps({"environ": dict(os.environ), "proc1": read("/proc/1/environ"),
 // before it looks at the mount. A file in /var/tmp (mode 1777) and a new directory still
 // get EROFS. Refused either way, and the root mount is read-only all the same (its
 // options are checked below).
+//
+// On Kubernetes there is no service account token either (/var/run/secrets). The kubelet
+// bind-mounts files of its own from the node's disk: /etc/hosts, and a termination-log
+// file, which it makes writable by every user (0666) so that any container may leave a
+// message there. What code wrote to it would land on the node's disk, outside the Pod's
+// memory and its ephemeral-storage limit; docs/security.md promises that nothing of a run
+// reaches the node's disk, so kiln mounts it in /root (0700, root's), and opening it must
+// fail with EACCES.
 func TestCase13NoSocketReadOnlyRoot(t *testing.T) {
 	t.Parallel()
 	var got struct {
@@ -185,7 +263,7 @@ for top in ["/run", "/var", "/tmp", "/mnt", "/home", "/root", "/srv", "/opt", "/
         for n in dirs + files:
             p = os.path.join(root, n)
             try:
-                if stat.S_ISSOCK(os.lstat(p).st_mode) or "docker" in n:
+                if stat.S_ISSOCK(os.lstat(p).st_mode) or "docker" in n or n == "serviceaccount":
                     socks.append(p)
             except OSError:
                 pass
@@ -194,14 +272,19 @@ create = {p: errno_of(lambda: open(p, "x").close())
 create.update({p: errno_of(lambda: os.mkdir(p)) for p in ["/newdir", "/usr/lib/newdir"]})
 create["/tmp/ok"] = errno_of(lambda: open("/tmp/ok", "x").close())
 create["/mnt/data/ok"] = errno_of(lambda: open("/mnt/data/ok", "x").close())
-# Existing root-owned files: not writable either way (EACCES or EROFS).
-write = {p: errno_of(lambda: os.close(os.open(p, os.O_WRONLY)))
-         for p in ["/etc/passwd", "/usr/bin/python3", "/proc/sys/kernel/hostname"]}
+# Existing files: not writable either way (EACCES or EROFS). The runtime's own: /etc/hosts,
+# /etc/hostname, /etc/resolv.conf and, on Kubernetes, the kubelet's termination log.
+existing = ["/etc/passwd", "/usr/bin/python3", "/proc/sys/kernel/hostname", "/etc/hosts", "/etc/hostname",
+            "/etc/resolv.conf"]
+if "KUBERNETES_SERVICE_HOST" in os.environ:
+    existing.append("/root/termination-log")
+write = {p: errno_of(lambda: os.close(os.open(p, os.O_WRONLY | os.O_APPEND))) for p in existing}
+write["/dev/termination-log"] = errno_of(lambda: os.close(os.open("/dev/termination-log", os.O_WRONLY | os.O_APPEND)))
 mounts = [l.split()[1] + " " + l.split()[3] for l in open("/proc/mounts") if l.split()[1] in ("/", "/tmp", "/mnt/data", "/dev/shm", "/dev/mqueue")]
 print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": mounts}))
 `, &got)
 	if len(got.Sockets) != 0 {
-		t.Errorf("sockets or docker files found in the sandbox: %v", got.Sockets)
+		t.Errorf("sockets, docker files or a service account found in the sandbox: %v", got.Sockets)
 	}
 	for p, errno := range got.Create {
 		want := 30 // EROFS
@@ -215,7 +298,24 @@ print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": 
 			t.Errorf("creating %s: errno %d, want %d", p, errno, want)
 		}
 	}
+	tried := 7
+	if kubernetes {
+		tried++ // the termination log
+		if errno := got.Write["/root/termination-log"]; errno != 13 {
+			t.Errorf("opening the kubelet's termination log for writing: errno %d, want EACCES (13)", errno)
+		}
+	}
+	if len(got.Write) != tried {
+		t.Errorf("existing files tried: %v, want %d", got.Write, tried)
+	}
+	// Not where the kubelet would put it by default, nor anywhere else in /dev.
+	if errno := got.Write["/dev/termination-log"]; errno != 2 {
+		t.Errorf("opening /dev/termination-log for writing: errno %d, want ENOENT (2)", errno)
+	}
 	for p, errno := range got.Write {
+		if p == "/dev/termination-log" {
+			continue
+		}
 		if errno != 13 && errno != 30 {
 			t.Errorf("opening %s for writing: errno %d, want EACCES (13) or EROFS (30)", p, errno)
 		}
@@ -238,6 +338,9 @@ print(json.dumps({"sockets": socks, "create": create, "write": write, "mounts": 
 	// nor nodev, and has no /dev/mqueue at all. Still safe: nothing on /dev/shm can be
 	// executed, so a set-uid bit there has no use (and no_new_privs is on); the device
 	// nodes subtest below shows what nodev would have stopped. gVisor enforces the size.
+	//
+	// On Kubernetes they are the Pod's, in the IPC namespace its containers share (the
+	// pause process's and the sandbox's), with the same options as Docker's.
 	t.Run("IPC mounts", func(t *testing.T) {
 		type mount struct {
 			path  string
@@ -310,12 +413,17 @@ print(json.dumps({p: node(p, kind, major, minor) for p, kind, major, minor in [
 // inodes. Every file and directory lives in gVisor's kernel memory, which the
 // container's memory limit counts, so a flood of them ends as oom (in about 10 s at
 // 512 MB). Safe: the memory limit holds, and the sandbox is removed like any other.
+//
+// On Kubernetes too only bytes are: a memory-backed emptyDir is a tmpfs with a size and
+// the kernel's default inode cap (half the node's pages), far beyond what the memory limit
+// allows (docs/security.md). Its inodes and directory entries are kernel memory charged to
+// the container's cgroup, so a flood of them ends as oom, in under a second at 272 MB.
 func TestCase14FillTmpfs(t *testing.T) {
 	t.Parallel()
 	// /tmp is filled in bytes, emptied, filled in inodes, emptied (each ENOSPC caught
 	// and its errno printed); then /mnt/data is filled and the error left to end the run.
 	fillTmp, want := "caught(fill_bytes, \"/tmp/b\")\ncaught(fill_inodes, \"/tmp/b\")\n", "28\n28\n"
-	if gvisor {
+	if gvisor || kubernetes {
 		fillTmp, want = "caught(fill_bytes, \"/tmp/b\")\n", "28\n"
 		t.Run("inodes until the memory limit", func(t *testing.T) {
 			res := run(t, `

@@ -117,9 +117,15 @@ func tmpfsOptions(s string) map[string]string {
 }
 
 // TestContainerSpec inspects a real pool container and checks every field of
-// security.md's "Every sandbox container" list.
+// security.md's "Every sandbox container" list; on Kubernetes, a pool Pod's fields (see
+// checkPod) and its log.
 func TestContainerSpec(t *testing.T) {
 	pool := settle(t)
+	if kubernetes {
+		checkPod(t, pool.containers[0], srv.Instance, limits)
+		checkPodLog(t)
+		return
+	}
 	c := inspect(t, pool.containers[0])
 	// The runtime kiln was configured with (KILN_TEST_RUNTIME), else the daemon's default.
 	runtime := os.Getenv("KILN_TEST_RUNTIME")
@@ -288,8 +294,12 @@ func checkSpec(t *testing.T, c inspected, instance, runtime string, lim sandboxL
 }
 
 // TestSandboxProcessView checks the same walls from inside: the REPL's user, its
-// capabilities, no_new_privs and Docker's default seccomp filter, and that it runs on
-// the host's kernel.
+// capabilities, no_new_privs and Docker's default seccomp filter, its rlimits, and that
+// it runs on the host's kernel.
+//
+// On Kubernetes the rlimits are the REPL's own (KILN_RLIMITS), and PID 1 is the Pod's
+// pause process (shareProcessNamespace), which the code can see and signal: it must be
+// behind the same walls as the REPL (docs/security.md, "The pause process is visible").
 //
 // Under gVisor the REPL runs on gVisor's kernel (its release is not the host's), which
 // shows less: its /proc/self/status has no CapAmb and no NoNewPrivs line (prctl still
@@ -302,7 +312,7 @@ func TestSandboxProcessView(t *testing.T) {
 	t.Parallel()
 	var got map[string]string
 	observe(t, `
-import ctypes, json, os
+import ctypes, json, os, resource
 want = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
 status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
 out = {k: " ".join(status[k].split()) for k in want if k in status}
@@ -310,6 +320,11 @@ libc = ctypes.CDLL(None, use_errno=True)
 out["prctl NO_NEW_PRIVS"] = str(libc.prctl(39, 0, 0, 0, 0))  # PR_GET_NO_NEW_PRIVS
 out["prctl SECCOMP"] = str(libc.prctl(21, 0, 0, 0, 0))  # PR_GET_SECCOMP
 out["kernel"] = os.uname().release
+for name in ("NOFILE", "FSIZE", "CORE"):
+    out["rlimit " + name] = "%d %d" % resource.getrlimit(getattr(resource, "RLIMIT_" + name))
+init = dict(l.split(":", 1) for l in open("/proc/1/status").read().splitlines())
+out.update({"pid 1 " + k: " ".join(init[k].split()) for k in want if k in init})
+out["pid 1"] = open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode()
 print(json.dumps(out))
 `, &got)
 	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
@@ -323,7 +338,17 @@ print(json.dumps(out))
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
 		"NoNewPrivs": "1", "Seccomp": "2", // 2: a seccomp filter is on
 		"prctl NO_NEW_PRIVS": "1", "prctl SECCOMP": "2",
-		"kernel": hostKernel,
+		"kernel":        hostKernel,
+		"rlimit NOFILE": "1024 1024", "rlimit FSIZE": fmt.Sprint(dataMB<<20, " ", dataMB<<20), "rlimit CORE": "0 0",
+	}
+	if kubernetes {
+		// The pause container keeps the runtime's default bounding set (a Pod has no
+		// capabilities field for it), which gives it nothing: it holds no capability, runs
+		// as 10001 and with no_new_privs, so it can never gain one.
+		want["pid 1"] = "/pause"
+		for _, k := range []string{"Uid", "Gid", "CapInh", "CapPrm", "CapEff", "CapAmb", "NoNewPrivs", "Seccomp"} {
+			want["pid 1 "+k] = want[k]
+		}
 	}
 	if gvisor {
 		delete(want, "CapAmb")
@@ -352,6 +377,9 @@ print(json.dumps(out))
 // limits the suite gives gVisor) and checks that its sandboxes run under gVisor with
 // the same spec and still no network.
 func TestContainerSpecGVisor(t *testing.T) {
+	if kubernetes {
+		t.Skip("SANDBOX_RUNTIME=runsc is Docker's: on Kubernetes gVisor is a RuntimeClass (KUBE_RUNTIME_CLASS), which the test cluster has not; gVisor is tested in the Docker pass")
+	}
 	t.Parallel()
 	lim := limitsFor("runsc")
 	runtimes, err := kilntest.Docker("info", "--format", "{{json .Runtimes}}")

@@ -97,10 +97,12 @@ func KubePod(id string, into any) error {
 
 // WhoAmICode is Python that sets sandbox_ref to what names, from inside, the sandbox it
 // runs in: the container's id (Docker), or its Pod's uid (Kubernetes), read from the
-// mounts; "unknown" when neither shows. SandboxID turns it into the sandbox's id.
+// mounts (the kubelet's /etc/hosts and termination log are files of the Pod's directory;
+// its memory-backed volumes show no path); "unknown" when neither shows. SandboxID turns
+// it into the sandbox's id.
 const WhoAmICode = `import re as _re
 _mounts = open("/proc/self/mountinfo").read()
-_ids = _re.findall(r"/containers/([0-9a-f]{64})/", _mounts) or _re.findall(r"/pods/([0-9a-f-]{36})/volumes/", _mounts)
+_ids = _re.findall(r"/containers/([0-9a-f]{64})/", _mounts) or _re.findall(r"/pods/([0-9a-f-]{36})/", _mounts)
 sandbox_ref = _ids[0] if _ids else "unknown"
 `
 
