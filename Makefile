@@ -87,9 +87,9 @@ $(STATICCHECK):
 	GOBIN=$(CURDIR)/bin/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv bin/tools/staticcheck $@
 
-## bench: the performance benchmarks (writes test/results/bench/)
+## bench: the performance benchmarks, Docker then Kubernetes (the test cluster, started and stopped around it); writes test/results/bench/
 bench: docker image build
-	$(GO) run ./test/bench
+	deploy/k8s/test.sh $(GO) run ./test/bench $(BENCH_FLAGS)
 
 ## bench-before: this tree against an older build, side by side (BEFORE=commit; writes test/results/bench-before/)
 BEFORE ?= 8ccef92

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -103,13 +104,28 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 	return execRow, pingRow, nil
 }
 
+// repl is a warm sandbox's REPL as the floor speaks to it, whichever runtime started it
+// (a *docker.Sandbox or a *kube.Sandbox): what kiln's executor uses of it.
+type repl interface {
+	Send(ctx context.Context, frame net.Buffers) error
+	Receive(ctx context.Context) (protocol.Frame, error)
+	Stderr() string
+}
+
+// removable is a started sandbox the floor removes when done with it.
+type removable interface {
+	comparable
+	Remove(ctx context.Context) error
+}
+
 // removeAll removes the sandboxes that started (the nils did not), whatever happened.
-func removeAll(boxes []*docker.Sandbox) error {
+func removeAll[S removable](boxes []S) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var none S
 	var err error
 	for _, s := range boxes {
-		if s != nil {
+		if s != none {
 			err = errors.Join(err, s.Remove(ctx))
 		}
 	}
@@ -119,7 +135,14 @@ func removeAll(boxes []*docker.Sandbox) error {
 // startSandboxes starts n sandboxes of spec, `parallel` at a time. It returns those that
 // started, with nils for the rest, and the first error.
 func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n, parallel int) ([]*docker.Sandbox, error) {
-	boxes := make([]*docker.Sandbox, n)
+	return startAll(ctx, n, parallel, func(ctx context.Context) (*docker.Sandbox, error) { return dc.Start(ctx, spec) })
+}
+
+// startAll calls start n times, `parallel` at a time, each bounded to two minutes, as
+// kiln's warmers start sandboxes. It returns those that started, with zero values for
+// the rest, and the first error.
+func startAll[S any](ctx context.Context, n, parallel int, start func(context.Context) (S, error)) ([]S, error) {
+	boxes := make([]S, n)
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -129,7 +152,7 @@ func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n,
 			defer wg.Done()
 			for i := range next {
 				sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				boxes[i], errs[i] = dc.Start(sctx, spec)
+				boxes[i], errs[i] = start(sctx)
 				cancel()
 			}
 		}()
@@ -145,7 +168,7 @@ func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n,
 // firstRequest times one request of op to a sandbox and checks the answer. The exec is
 // the one kiln sends for a stateless call: no state, nothing captured, open figures
 // saved (AUTO_FIGURES).
-func firstRequest(ctx context.Context, s *docker.Sandbox, op string) (time.Duration, error) {
+func firstRequest(ctx context.Context, s repl, op string) (time.Duration, error) {
 	req := &protocol.Request{ID: "floor1", Op: op, Limits: kilnLimits}
 	if op == protocol.OpPing {
 		took, f, err := roundTrip(ctx, s, req)
@@ -326,7 +349,7 @@ func bareState(ctx context.Context, image string, n int) (same, changed Summary,
 }
 
 // exchange sends req to a sandbox and decodes its answer.
-func exchange(ctx context.Context, s *docker.Sandbox, req *protocol.Request) (time.Duration, *protocol.Response, error) {
+func exchange(ctx context.Context, s repl, req *protocol.Request) (time.Duration, *protocol.Response, error) {
 	took, f, err := roundTrip(ctx, s, req)
 	if err != nil {
 		return 0, nil, err
@@ -339,7 +362,7 @@ func exchange(ctx context.Context, s *docker.Sandbox, req *protocol.Request) (ti
 
 // roundTrip times sending req to a sandbox and receiving the next frame, which is the
 // answer: no events were asked for.
-func roundTrip(ctx context.Context, s *docker.Sandbox, req *protocol.Request) (time.Duration, protocol.Frame, error) {
+func roundTrip(ctx context.Context, s repl, req *protocol.Request) (time.Duration, protocol.Frame, error) {
 	var f protocol.Frame
 	msg, err := protocol.EncodeRequest(req)
 	if err != nil {

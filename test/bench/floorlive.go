@@ -89,11 +89,11 @@ func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, erro
 
 // setupCalls brings a bare sandbox to where kiln's session's sandbox was before a
 // live row, and returns the state token of its last capture.
-type setupCalls func(ctx context.Context, s *docker.Sandbox) (base string, err error)
+type setupCalls func(ctx context.Context, s repl) (base string, err error)
 
 // firstCalls sends reqs one after another; each must run and capture a state.
 func firstCalls(reqs ...*protocol.Request) setupCalls {
-	return func(ctx context.Context, s *docker.Sandbox) (string, error) {
+	return func(ctx context.Context, s repl) (string, error) {
 		base := ""
 		for _, req := range reqs {
 			_, resp, err := exchange(ctx, s, req)
@@ -112,7 +112,7 @@ func firstCalls(reqs ...*protocol.Request) setupCalls {
 // madeThenRestored runs mk, which makes a state, then print(1) carrying the blob of
 // that state, as a resumed call does.
 func madeThenRestored(mk string) setupCalls {
-	return func(ctx context.Context, s *docker.Sandbox) (string, error) {
+	return func(ctx context.Context, s repl) (string, error) {
 		_, resp, err := exchange(ctx, s, liveRequest(mk, ""))
 		if err == nil && (resp.Status != "ok" || len(resp.State) == 0) {
 			err = fmt.Errorf("making the state: answered status %s with %d state bytes", resp.Status, len(resp.State))
@@ -126,10 +126,7 @@ func madeThenRestored(mk string) setupCalls {
 	}
 }
 
-// bareLive starts one sandbox, brings it where kiln's session's sandbox was (setup,
-// untimed), then times n live print(1) requests one after another, each based on the
-// last answer's state token, as kiln's live session sends them. Nothing of the state
-// may come back: it is unchanged, or there is none.
+// bareLive starts one sandbox and measures livePrints on it.
 func bareLive(ctx context.Context, dc *docker.Client, image, name string, n int, note string, setup setupCalls) (row Summary, err error) {
 	row.Name = name
 	s, err := startOne(ctx, dc, image)
@@ -137,6 +134,15 @@ func bareLive(ctx context.Context, dc *docker.Client, image, name string, n int,
 		return row, err
 	}
 	defer func() { err = errors.Join(err, removeAll([]*docker.Sandbox{s})) }()
+	return livePrints(ctx, s, name, n, note, setup)
+}
+
+// livePrints brings a bare sandbox where kiln's session's sandbox was (setup, untimed),
+// then times n live print(1) requests one after another, each based on the last
+// answer's state token, as kiln's live session sends them. Nothing of the state may
+// come back: it is unchanged, or there is none.
+func livePrints(ctx context.Context, s repl, name string, n int, note string, setup setupCalls) (row Summary, err error) {
+	row.Name = name
 	base, err := setup(ctx, s)
 	if err != nil {
 		return row, fmt.Errorf("before the row: %w", err)

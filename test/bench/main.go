@@ -36,6 +36,7 @@ func main() {
 		before  = flag.String("before", "", "an older kiln binary: measure it against this tree's kiln, side by side (with -before-image), then the floor")
 		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
 		abCalls = flag.Int("before-calls", 10, "calls per row and build in the -before comparison")
+		onlyK   = flag.Bool("k8s-only", false, "measure only the Kubernetes phase: kiln with RUNTIME=kubernetes on the cluster of $KUBECONFIG, its floor on bare Pods, sandbox starts on both runtimes")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -51,11 +52,15 @@ func main() {
 		log.Fatalf("bench: %v", err)
 	}
 	b.tmp = tmp
-	// A bound on the whole run, with room for a loaded machine: a quiet one takes about 15 minutes.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// A bound on the whole run, with room for a loaded machine: a quiet one takes about 20 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	res := newResults()
+	dockerKilns()
 	switch {
+	case *onlyK:
+		res.Meta.Target = "kiln on Kubernetes started by the benchmark (kilntest), loopback; the floor on bare Pods"
+		err = b.kubePhase(ctx, res, true)
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
 		b.floorPhase(ctx, res)
@@ -76,8 +81,8 @@ func main() {
 	if rerr := os.RemoveAll(tmp); rerr != nil {
 		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
-	res.Ratios = ratios(res)
-	res.Breakdown = breakdown(res)
+	res.Ratios = append(ratios(res), kubeRatios(res)...)
+	res.Breakdown = append(breakdown(res), kubeBreakdown(res)...)
 	if err != nil {
 		log.Printf("bench: %v", err)
 	}
@@ -105,6 +110,7 @@ type counts struct {
 	preload  time.Duration // overload length for each PRELOAD_MODULES variant
 	bigState int           // calls in the session with 100 MB of state
 	files    int           // calls of each 20 MB file row
+	starts   int           // sandbox starts on each runtime, in the Kubernetes phase
 	// liveCalls are the calls of the live print(1) row and of its floor; cells the
 	// rounds of small calls, for kiln and for the floor alike.
 	liveCalls, cells int
@@ -118,13 +124,13 @@ type counts struct {
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
 		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8,
-		liveCalls: 30, cells: 3}
+		liveCalls: 30, cells: 3, starts: 8}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
 		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2,
-		liveCalls: 3, cells: 1}
+		liveCalls: 3, cells: 1, starts: 2}
 }
 
 type bench struct {
@@ -227,7 +233,7 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 		res.Preload = append(res.Preload, preloadRow(set.name, srv.Logs(), rate, first))
 		stop(srv)
 	}
-	return nil
+	return b.kubePhase(ctx, res, false)
 }
 
 // poolPhases are the phases any kiln can serve, whoever started it.
@@ -262,59 +268,83 @@ func (b *bench) poolPhases(ctx context.Context, k *client, res *Results, rss *rs
 const refillRounds = 3
 
 // refillComparison measures kiln's refill under sustained overload and back-to-back
-// cold docker runs in alternating windows, each starting with kiln's pool full and
-// idle, so that neither side competes with the other's work.
+// cold docker runs in alternating windows (refillWindows).
 func (b *bench) refillComparison(ctx context.Context, k *client, res *Results) error {
-	st, err := k.pool(ctx)
+	run, err := b.refillWindows(ctx, k, "docker run", func(ctx context.Context, d time.Duration) (int, time.Duration, error) {
+		return backToBack(ctx, b.image, 2, d)
+	})
 	if err != nil {
-		return fmt.Errorf("pool stats: %w", err)
+		return err
 	}
-	window := b.overload / refillRounds
-	var (
-		kiln           Rate
-		dockerN        int
-		dockerT, kilnT time.Duration
-		dockerErr      error
-		cpuMS          float64
-	)
-	for round := range refillRounds {
-		log.Printf("refill round %d/%d: kiln overload, then docker run, %s each", round+1, refillRounds, window)
-		if err := b.waitFull(ctx, k, st.Target); err != nil {
-			return err
-		}
-		cpu := k.cpu()
-		r, err := overload(ctx, k, 8, window)
-		if err != nil {
-			return fmt.Errorf("overload: %w", err)
-		}
-		cpuMS += cpu.perRequest(1)
-		kiln.N += r.N
-		kilnT += time.Duration(r.Seconds * float64(time.Second))
-		kiln.Note = r.Note
-		if err := b.waitFull(ctx, k, st.Target); err != nil {
-			return err
-		}
-		n, d, err := backToBack(ctx, b.image, 2, window)
-		dockerN, dockerT = dockerN+n, dockerT+d
-		if err != nil && dockerErr == nil {
-			dockerErr = err
-		}
-	}
+	kiln := run.kiln
 	kiln.Name = "kiln refill under overload"
-	kiln.Seconds = round(kilnT.Seconds(), 1)
-	kiln.PerSecond = round(float64(kiln.N)/kilnT.Seconds(), 3)
-	kiln.Note = fmt.Sprintf("%d windows of %s alternating with docker run; last: %s", refillRounds, window, kiln.Note)
 	res.Rates = append(res.Rates, kiln)
 	if kiln.N > 0 {
-		res.Resources.CPUPerRequestMS["overload (per container)"] = round(cpuMS/float64(kiln.N), 2)
+		res.Resources.CPUPerRequestMS["overload (per container)"] = round(run.kilnCPUMS/float64(kiln.N), 2)
 	}
-	note := fmt.Sprintf("2 sequential loops (= POOL_WARMERS), REPL --once with pre-imports + print(1); %d windows of %s", refillRounds, window)
-	if dockerErr != nil {
-		note += "; error: " + dockerErr.Error()
+	other := run.other
+	other.Name = "back-to-back docker run"
+	other.Note = fmt.Sprintf("2 sequential loops (= POOL_WARMERS), REPL --once with pre-imports + print(1); %d windows of %s", refillRounds, run.window)
+	if run.otherErr != nil {
+		other.Note += "; error: " + run.otherErr.Error()
 	}
-	res.Rates = append(res.Rates, Rate{Name: "back-to-back docker run", PerSecond: round(float64(dockerN)/dockerT.Seconds(), 3),
-		N: dockerN, Seconds: round(dockerT.Seconds(), 1), Note: note})
+	res.Rates = append(res.Rates, other)
 	return nil
+}
+
+// refillRun is one refill comparison: kiln's rate, the CPU kiln spent over its
+// windows, and the other side's rate and first error.
+type refillRun struct {
+	kiln, other Rate
+	kilnCPUMS   float64
+	window      time.Duration
+	otherErr    error
+}
+
+// refillWindows measures kiln's refill under sustained overload and another way of
+// making sandboxes (other, run for a window's length) in alternating windows, each
+// starting with kiln's pool full and idle, so that neither side competes with the
+// other's work. The rates come back unnamed.
+func (b *bench) refillWindows(ctx context.Context, k *client, otherName string,
+	other func(ctx context.Context, d time.Duration) (n int, elapsed time.Duration, err error)) (refillRun, error) {
+	run := refillRun{window: b.overload / refillRounds}
+	st, err := k.pool(ctx)
+	if err != nil {
+		return run, fmt.Errorf("pool stats: %w", err)
+	}
+	var (
+		otherT, kilnT time.Duration
+		last          string
+	)
+	for round := range refillRounds {
+		log.Printf("refill round %d/%d: kiln overload, then %s, %s each", round+1, refillRounds, otherName, run.window)
+		if err := b.waitFull(ctx, k, st.Target); err != nil {
+			return run, err
+		}
+		cpu := k.cpu()
+		r, err := overload(ctx, k, 8, run.window)
+		if err != nil {
+			return run, fmt.Errorf("overload: %w", err)
+		}
+		run.kilnCPUMS += cpu.perRequest(1)
+		run.kiln.N += r.N
+		kilnT += time.Duration(r.Seconds * float64(time.Second))
+		last = r.Note
+		if err := b.waitFull(ctx, k, st.Target); err != nil {
+			return run, err
+		}
+		n, d, err := other(ctx, run.window)
+		run.other.N, otherT = run.other.N+n, otherT+d
+		if err != nil && run.otherErr == nil {
+			run.otherErr = err
+		}
+	}
+	run.kiln.Seconds = round(kilnT.Seconds(), 1)
+	run.kiln.PerSecond = round(float64(run.kiln.N)/kilnT.Seconds(), 3)
+	run.kiln.Note = fmt.Sprintf("%d windows of %s alternating with %s; last: %s", refillRounds, run.window, otherName, last)
+	run.other.Seconds = round(otherT.Seconds(), 1)
+	run.other.PerSecond = round(float64(run.other.N)/otherT.Seconds(), 3)
+	return run, nil
 }
 
 // waitFull waits until the pool is back to its target, so that no warm-up of kiln's

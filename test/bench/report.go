@@ -36,6 +36,7 @@ type Results struct {
 	RefillCPU  []RefillCPU  `json:"refill_cpu,omitempty"`
 	AB         *AB          `json:"before_after,omitempty"`
 	LiveMemory *LiveMemory  `json:"live_memory,omitempty"`
+	Kube       *Kube        `json:"kubernetes,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
 	realRuns  []realRun  // the real states kiln's rows measured, for their floor
@@ -178,8 +179,9 @@ func table(r *Results) string {
 		fmt.Fprintf(&b, "\nexhaustion (%s): %d ok, %d x 503 (%.0f%%), %d other; 503 latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d later than the queue timeout + 100 ms\n",
 			e.Config, e.OK, e.Unavailable, 100*e.Share503, e.Other, e.Latency503.P50, e.Latency503.P99, e.Latency503.Max, e.Late)
 	}
-	if len(r.Latency) == 0 {
-		return b.String() // the floor alone: no kiln ran
+	b.WriteString(kubeText(r, false))
+	if !r.dockerKiln() {
+		return b.String() // the floor alone, or kiln on Kubernetes alone: no kiln ran on Docker
 	}
 	fmt.Fprintf(&b, "\nkiln RSS: idle %.1f MB (pool of 8 full), peak %.1f MB during the print(1) phases, %.1f MB over the run (the state rows included)\n",
 		r.Resources.IdleRSSMB, r.Resources.PeakPrintRSSMB, r.Resources.PeakRSSMB)
@@ -250,7 +252,8 @@ func markdown(r *Results) string {
 			"503 latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; %d came later than the queue timeout + 100 ms.\n", e.Config, e.OK, e.Unavailable, 100*e.Share503, e.Other,
 			e.Latency503.P50, e.Latency503.P99, e.Latency503.Max, e.Late)
 	}
-	if len(r.Latency) == 0 {
+	b.WriteString(kubeText(r, true))
+	if !r.dockerKiln() {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\nkiln RSS idle with a full pool of 8: %.1f MB; peak during the print(1) phases %.1f MB; peak over the run (the state rows included) %.1f MB. CPU of the kiln process per request, "+
