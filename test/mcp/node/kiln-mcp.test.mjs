@@ -37,23 +37,39 @@ async function execute(client, args, options) {
   return client.callTool({ name: 'execute', arguments: args }, undefined, { timeout: 120_000, ...options });
 }
 
-// containerGone polls the Docker daemon until the container is gone.
-async function containerGone(id, ms) {
+// The sandboxes are Docker containers, or Pods of a cluster when the Go test passes
+// KILN_KUBECTL (its kubectl, already pointed at the cluster) and KILN_KUBE_NAMESPACE.
+const kubectl = process.env.KILN_KUBECTL;
+const namespace = process.env.KILN_KUBE_NAMESPACE;
+
+// sandboxGone polls the runtime until the sandbox ref names is gone: the container with
+// that id, or the Pod with that uid (one being deleted counts as gone: it no longer runs).
+async function sandboxGone(ref, ms) {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    const out = execFileSync('docker', ['ps', '-aq', '--no-trunc', '--filter', `id=${id}`]).toString().trim();
+    let out;
+    if (kubectl) {
+      out = execFileSync(kubectl, ['--namespace', namespace, 'get', 'pods', '--output',
+        'jsonpath={range .items[?(@.metadata.uid=="' + ref + '")]}{.metadata.name}{.metadata.deletionTimestamp}{"\\n"}{end}'])
+        .toString().split('\n').filter((l) => l !== '' && !/\d{4}-\d\d-\d\dT/.test(l)).join('');
+    } else {
+      out = execFileSync('docker', ['ps', '-aq', '--no-trunc', '--filter', `id=${ref}`]).toString().trim();
+    }
     if (out === '') return true;
     await new Promise((r) => setTimeout(r, 100));
   }
   return false;
 }
 
-// The sandbox learns its own container id from its mounts (runc).
-const printContainerID = `
+// The sandbox names itself from its mounts: its container's id (runc), or its Pod's uid
+// (the kubelet's files come from the Pod's directory).
+const printSandboxRef = `
 import re
-ids = re.findall(r"/containers/([0-9a-f]{64})/", open("/proc/self/mountinfo").read())
-print("container", ids[0] if ids else "unknown", flush=True)
+_mounts = open("/proc/self/mountinfo").read()
+ids = re.findall(r"/containers/([0-9a-f]{64})/", _mounts) or re.findall(r"/pods/([0-9a-f-]{36})/", _mounts)
+print("sandbox", ids[0] if ids else "unknown", flush=True)
 `;
+const sandboxRef = kubectl ? /^[0-9a-f-]{36}$/ : /^[0-9a-f]{64}$/;
 
 for (const kind of Object.keys(transports)) {
   test(`${kind}`, async (t) => {
@@ -125,26 +141,26 @@ for (const kind of Object.keys(transports)) {
       assert.equal(b.structuredContent.stdout, 'changed in the fork\n');
     });
 
-    await t.test('an abort removes the container within 3 s', async () => {
+    await t.test('an abort removes the sandbox within 3 s', async () => {
       const ac = new AbortController();
-      let container;
+      let sandbox;
       const seen = new Promise((resolve, reject) => {
-        const call = execute(client, { code: `${printContainerID}\nimport time\ntime.sleep(600)` }, {
+        const call = execute(client, { code: `${printSandboxRef}\nimport time\ntime.sleep(600)` }, {
           signal: ac.signal,
           resetTimeoutOnProgress: true,
           onprogress: (p) => {
-            const m = /container (\w+)/.exec(p.message ?? '');
-            if (m) { container = m[1]; resolve(); }
+            const m = /sandbox ([\w-]+)/.exec(p.message ?? '');
+            if (m) { sandbox = m[1]; resolve(); }
           },
         });
-        call.then((r) => reject(new Error(`the call ended first: ${text(r)}`)), (err) => { if (!container) reject(err); });
+        call.then((r) => reject(new Error(`the call ended first: ${text(r)}`)), (err) => { if (!sandbox) reject(err); });
       });
       await seen;
-      assert.match(container, /^[0-9a-f]{64}$/, 'the sandbox named its container');
+      assert.match(sandbox, sandboxRef, 'the sandbox named itself');
       const t0 = Date.now();
       ac.abort();
-      assert.ok(await containerGone(container, 3000), `container ${container} still there after 3 s`);
-      t.diagnostic(`container gone ${Date.now() - t0} ms after the abort`);
+      assert.ok(await sandboxGone(sandbox, 3000), `sandbox ${sandbox} still there after 3 s`);
+      t.diagnostic(`sandbox gone ${Date.now() - t0} ms after the abort`);
     });
   });
 
