@@ -55,6 +55,12 @@ type Config struct {
 	// kiln then ends an idle live session's sandbox, whose Pod holds room the pool needs.
 	// It is called once per such Pod.
 	Starved func()
+	// OwnerPod, when set, names the Pod kiln runs in, in Namespace: every sandbox Pod
+	// names it as its owner, so that the cluster's garbage collector deletes them when
+	// that Pod goes (a kiln Pod that died or was replaced leaves none behind). New checks
+	// that it exists there: an owner reference names a uid in the dependent's namespace,
+	// and one that does not resolve makes the collector delete the dependents at once.
+	OwnerPod string
 }
 
 // Client makes and removes sandbox Pods through the API server. One informer watches
@@ -68,6 +74,7 @@ type Client struct {
 	frames   FrameLimits
 	log      *slog.Logger
 	starved  func()
+	owner    *metav1.OwnerReference // Config.OwnerPod's, or nil
 
 	pods corelisters.PodNamespaceLister
 	stop chan struct{}
@@ -107,10 +114,29 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return newClient(ctx, cs, rc, ns, cfg)
 }
 
+// ownerOf reads the Pod named name in ns and returns a reference to it as the owner of
+// sandbox Pods: not a controller, and not blocking its deletion (which would need the
+// finalizers of kiln's own Pod in kiln's Role).
+func ownerOf(ctx context.Context, cs kubernetes.Interface, ns, name string) (*metav1.OwnerReference, error) {
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("KUBE_OWNER_POD: reading the Pod %s in namespace %s (it must be kiln's own, in the sandboxes' namespace: "+
+			"an owner reference cannot cross namespaces): %w", name, ns, err)
+	}
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}, nil
+}
+
 func newClient(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns string, cfg Config) (*Client, error) {
 	c := &Client{
 		cs: cs, rest: rc, ns: ns, instance: InstanceLabel(cfg.Instance), frames: cfg.Frames, log: cfg.Log,
 		starved: cfg.Starved, stop: make(chan struct{}), waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
+	}
+	if cfg.OwnerPod != "" {
+		owner, err := ownerOf(ctx, cs, ns, cfg.OwnerPod)
+		if err != nil {
+			return nil, err
+		}
+		c.owner = owner
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = c.selector() }))
@@ -231,7 +257,11 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	// The create is not cut short by ctx: one the API server carries out after its caller
 	// gave up would leave a Pod no one knows of (until the reaper). ctx is checked after.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	created, err := c.cs.CoreV1().Pods(c.ns).Create(cctx, spec.pod(c.ns, time.Now()), metav1.CreateOptions{})
+	pod := spec.pod(c.ns, time.Now())
+	if c.owner != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{*c.owner}
+	}
+	created, err := c.cs.CoreV1().Pods(c.ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrDaemon, err)

@@ -52,6 +52,9 @@ type Config struct {
 	KubeEphemeralMB  int64  `envconfig:"KUBE_SANDBOX_EPHEMERAL_MB" default:"64"`
 	// KubeCPURequest is the CPU a sandbox Pod requests, in cores (its limit is SANDBOX_CPUS).
 	KubeCPURequest float64 `envconfig:"KUBE_SANDBOX_CPU_REQUEST" default:"0.1"`
+	// KubeOwnerPod names the Pod kiln runs in (the downward API's metadata.name), which
+	// then owns every sandbox Pod: they go with it.
+	KubeOwnerPod string `envconfig:"KUBE_OWNER_POD"`
 
 	SandboxImage     string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
 	SandboxRuntime   string  `envconfig:"SANDBOX_RUNTIME"`
@@ -324,6 +327,10 @@ func (c Config) Validate() error {
 		if _, err := parseSelector(c.KubeNodeSelector); err != nil {
 			errs = append(errs, err)
 		}
+	} else {
+		// Named, it means "my sandboxes go when I do": silently ignored, it would promise
+		// a cleanup that never happens.
+		check(c.KubeOwnerPod == "", "KUBE_OWNER_POD is Kubernetes' (RUNTIME=kubernetes); Docker's sandboxes of a kiln that is gone are removed by the next kiln of its INSTANCE_ID")
 	}
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)

@@ -55,7 +55,7 @@ func (m *Main) newRuntime(ctx context.Context, frames executor.Limits) (sandboxR
 	switch cfg.Runtime {
 	case RuntimeKubernetes:
 		kc, err := kube.New(ctx, kube.Config{
-			Namespace: cfg.KubeNamespace, Instance: cfg.InstanceID, Log: m.log,
+			Namespace: cfg.KubeNamespace, Instance: cfg.InstanceID, OwnerPod: cfg.KubeOwnerPod, Log: m.log,
 			Frames: kube.FrameLimits(frameLimits(frames, cfg.SandboxDataMB<<20)),
 			// The cluster's room is not kiln's to see: when the pool's next Pod finds none,
 			// an idle live session gives up its own, so that live sessions never starve the
