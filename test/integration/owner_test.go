@@ -40,7 +40,9 @@ func TestSandboxPodsGoWithTheirOwner(t *testing.T) {
 		"--labels=kiln.test=owner", "--command", "--", "sleep", "infinity"); err != nil {
 		t.Fatalf("kubectl run %s: %v: %s", owner, err, out)
 	}
-	t.Cleanup(func() { kilntest.Kubectl("delete", "pod", owner, "--grace-period=0", "--force", "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		kilntest.Kubectl("delete", "pod", owner, "--grace-period=0", "--force", "--ignore-not-found", "--wait=false")
+	})
 	var ownerPod corev1.Pod
 	if err := kilntest.KubePod(owner, &ownerPod); err != nil {
 		t.Fatal(err)
