@@ -14,15 +14,35 @@ import (
 
 func TestRealDataIsKept(t *testing.T) {
 	first := run(t, map[string]any{"code": "from sklearn.datasets import load_digits\n" +
+		"from sklearn.linear_model import Ridge\n" +
 		"past = np.zeros(8192)\nseries = pd.Series(np.arange(8192.0))\n" +
-		"frame = pd.DataFrame({'n': np.arange(20_000), 'city': ['Lyon', 'Oslo'] * 10_000})\ndigits = load_digits()"})
+		"frame = pd.DataFrame({'n': np.arange(20_000), 'city': ['Lyon', 'Oslo'] * 10_000})\ndigits = load_digits()\n" +
+		"model = Ridge(alpha=1.0).fit(digits.data, digits.target)\nscore = round(model.score(digits.data, digits.target), 6)"})
 	if first.Status != "ok" || first.StateError != nil {
 		t.Fatalf("setup: %s %s, state_error %s", first.Status, kilntest.Str(first.Error), kilntest.Str(first.StateError))
 	}
-	next := run(t, map[string]any{"session_id": first.SessionID,
-		"code": "past.shape, float(series.sum()), frame.shape, digits.data.shape"})
-	if got, want := kilntest.Str(next.Result), "((8192,), 33550336.0, (20000, 2), (1797, 64))"; got != want {
-		t.Errorf("got %s (%s), want %s", got, kilntest.Str(next.Error), want)
+	const check = "past.shape, float(series.sum()), frame.shape, digits.data.shape, " +
+		"bool(round(model.score(digits.data, digits.target), 6) == score), model.coef_.shape"
+	const want = "((8192,), 33550336.0, (20000, 2), (1797, 64), True, (64,))"
+	next := run(t, map[string]any{"session_id": first.SessionID, "code": check})
+	if got := kilntest.Str(next.Result); got != want {
+		t.Errorf("live: got %s (%s), want %s", got, kilntest.Str(next.Error), want)
+	}
+	// The same through the stored state: a fork resumes in a fresh sandbox, the whole state
+	// sent to its REPL over the runtime's stream (an attach, or an exec on Kubernetes).
+	resp, body, err := srv.Request(http.MethodPost, "/sessions/"+first.SessionID+"/fork", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("fork: %v %s", err, body)
+	}
+	var forked struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(body, &forked); err != nil || forked.SessionID == "" {
+		t.Fatalf("fork answered %s", body)
+	}
+	stored := run(t, map[string]any{"session_id": forked.SessionID, "code": check})
+	if got := kilntest.Str(stored.Result); got != want || stored.RuntimeStatus != "resumed" {
+		t.Errorf("restored: got %s (%s, %s), want %s, resumed", got, stored.RuntimeStatus, kilntest.Str(stored.Error), want)
 	}
 }
 
