@@ -18,10 +18,6 @@ import (
 // container output in pieces of 32 KiB; anything far larger is not Docker talking.
 const maxStreamFrame = 1 << 20
 
-// stderrTail is how much of a REPL's own stderr is kept for the log and for warm-up
-// errors. User code's output never reaches it: the REPL points fd 2 elsewhere.
-const stderrTail = 4096
-
 type frame struct {
 	protocol.Frame
 	err error
@@ -39,7 +35,7 @@ type stream struct {
 	done      chan struct{} // closed when the stream has ended
 	quit      chan struct{} // closed by close: nobody will read frames any more
 	closeOnce sync.Once
-	stderr    tailBuffer
+	stderr    protocol.Tail
 	err       error // why the stream ended, nil for a clean end; set before done closes
 }
 
@@ -55,15 +51,12 @@ func newStream(conn net.Conn, r *bufio.Reader, lim FrameLimits, log *slog.Logger
 func (st *stream) read(r *bufio.Reader, lim FrameLimits, log *slog.Logger, id string) {
 	defer close(st.done)
 	parser := protocol.NewParser(lim.Header, lim.Binary)
-	stdout := writerFunc(func(p []byte) (int, error) {
-		// The parser hands each frame over whole: nothing of it is copied again.
-		parser.Feed(p, func(f protocol.Frame, err error) {
-			select {
-			case st.frames <- frame{Frame: f, err: err}:
-			case <-st.quit:
-			}
-		})
-		return len(p), nil
+	// The parser hands each frame over whole: nothing of it is copied again.
+	stdout := parser.Writer(func(f protocol.Frame, err error) {
+		select {
+		case st.frames <- frame{Frame: f, err: err}:
+		case <-st.quit:
+		}
 	})
 	st.err = Demux(r, stdout, &st.stderr, maxStreamFrame)
 	if errors.Is(st.err, net.ErrClosed) {
@@ -127,30 +120,4 @@ func (st *stream) receive(ctx context.Context) (protocol.Frame, error) {
 	case <-ctx.Done():
 		return protocol.Frame{}, ctx.Err()
 	}
-}
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// tailBuffer keeps the last stderrTail bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - stderrTail; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

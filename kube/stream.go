@@ -17,10 +17,6 @@ import (
 	"github.com/kilnsh/kiln/protocol"
 )
 
-// stderrTail is how much of a REPL's own stderr is kept for the log and for warm-up
-// errors. User code's output never reaches it: the REPL points fd 2 elsewhere.
-const stderrTail = 4096
-
 // frameQueue is how many frames wait for the executor before the reader waits too.
 const frameQueue = 16
 
@@ -43,7 +39,7 @@ type stream struct {
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	writeMu   sync.Mutex // one frame at a time into stdin
-	stderr    tailBuffer
+	stderr    protocol.Tail
 	err       error // why the stream ended, nil for a clean end; set before done closes
 	exitCode  int   // the command's exit code, -1 when unknown; set before done closes
 }
@@ -54,15 +50,12 @@ func openStream(ex remotecommand.Executor, lim FrameLimits, log *slog.Logger, po
 	inR, inW := io.Pipe()
 	st := &stream{stdin: inW, frames: make(chan frame, frameQueue), done: make(chan struct{}), quit: make(chan struct{}), cancel: cancel}
 	parser := protocol.NewParser(lim.Header, lim.Binary)
-	stdout := writerFunc(func(p []byte) (int, error) {
-		// The parser hands each frame over whole: nothing of it is copied again.
-		parser.Feed(p, func(f protocol.Frame, err error) {
-			select {
-			case st.frames <- frame{Frame: f, err: err}:
-			case <-st.quit:
-			}
-		})
-		return len(p), nil
+	// The parser hands each frame over whole: nothing of it is copied again.
+	stdout := parser.Writer(func(f protocol.Frame, err error) {
+		select {
+		case st.frames <- frame{Frame: f, err: err}:
+		case <-st.quit:
+		}
 	})
 	go func() {
 		defer close(st.done)
@@ -149,30 +142,4 @@ func (st *stream) receive(ctx context.Context) (protocol.Frame, error) {
 	case <-ctx.Done():
 		return protocol.Frame{}, ctx.Err()
 	}
-}
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// tailBuffer keeps the last stderrTail bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - stderrTail; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
