@@ -340,12 +340,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 
 // download handles GET /download/{session_id}/{file_id}.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	sid, fid, err := fileIDs(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	c, err := scopedCaller(r)
+	sid, fid, c, err := oneFile(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -387,12 +382,7 @@ func contentDisposition(name string) string {
 
 // deleteFile handles DELETE /files/{session_id}/{file_id}.
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	sid, fid, err := fileIDs(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	c, err := scopedCaller(r)
+	sid, fid, c, err := oneFile(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -402,6 +392,15 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// oneFile is what a request for one file names: its session and file ids, and the caller
+// as whose files they are read (scopedCaller).
+func oneFile(r *http.Request) (sid, fid string, c session.Caller, err error) {
+	if sid, fid, err = fileIDs(r); err == nil {
+		c, err = scopedCaller(r)
+	}
+	return sid, fid, c, err
 }
 
 // scopedCaller is the caller as whose files the request's query names them: its own,
@@ -418,12 +417,7 @@ func scopedCaller(r *http.Request) (session.Caller, error) {
 // objectInfo handles GET /sessions/{session_id}/objects/{file_id}: a file's metadata, by
 // which LibreChat tells whether a primed file is still there and fresh.
 func (s *Server) objectInfo(w http.ResponseWriter, r *http.Request) {
-	sid, fid, err := fileIDs(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	c, err := scopedCaller(r)
+	sid, fid, c, err := oneFile(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -442,12 +436,7 @@ func (s *Server) objectInfo(w http.ResponseWriter, r *http.Request) {
 // objectDelete handles DELETE /sessions/{session_id}/objects/{file_id}: 200 with what
 // was deleted, 404 once it is gone.
 func (s *Server) objectDelete(w http.ResponseWriter, r *http.Request) {
-	sid, fid, err := fileIDs(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	c, err := scopedCaller(r)
+	sid, fid, c, err := oneFile(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
