@@ -434,12 +434,15 @@ func (e *Executor) broken(sb Sandbox, res *Result, err error) *Result {
 
 // exited maps a sandbox that died before answering to a status.
 func (e *Executor) exited(sb Sandbox, res *Result) *Result {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Room for the runtime's own wait for the out-of-memory flag (5 s on Docker).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	start := time.Now()
 	code, oom, err := sb.Exit(ctx)
 	if err != nil {
 		e.log.Warn("sandbox exit status unknown", "container", sb.ID(), "err", err)
 	}
+	e.log.Debug("sandbox exit explained", "container", sb.ID(), "code", code, "oom", oom, "took", time.Since(start))
 	if oom {
 		return fail(res, StatusOOM, 137, "Out of memory")
 	}
