@@ -123,11 +123,16 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	sreq.ExecutionID = kiln.NewID()
 	answer := func(res *session.ExecResult) *execResponse {
+		if !stateless {
+			s.ownSession(r, res)
+		}
 		out := newExecResponse(r, res, stateless)
 		out.Timing.TotalMS = ms(time.Since(start))
 		return out
 	}
 	if wantsStream(r) {
+		// A streamed run can be cancelled by its id while it runs, through any replica.
+		s.own(r.Context(), runKey(sreq.ExecutionID), s.replicas.RunTTL)
 		s.execStream(w, r, sreq, caller(r, req.UserID), answer)
 		return
 	}
@@ -147,6 +152,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Execution-Id", res.ExecutionID)
 	writeJSON(w, http.StatusOK, answer(res))
 	_ = http.NewResponseController(w).Flush()
+}
+
+// ownSession claims the session a call ran in for this replica, whose live sandbox
+// now holds it, so that its next calls come here through any replica.
+func (s *Server) ownSession(r *http.Request, res *session.ExecResult) {
+	if res != nil && res.Session != nil && res.Session.ID != "" {
+		s.own(r.Context(), sessionKey(res.Session.ID), s.replicas.SessionTTL)
+	}
 }
 
 // cancelExecution handles POST /executions/{execution_id}/cancel: 202 when the run

@@ -72,6 +72,9 @@ type HarnessConfig struct {
 	Cancel func(id, owner string) error
 	// Log, when set, receives the server's JSON log lines; they are discarded when nil.
 	Log io.Writer
+	// InstanceID and Replicas: see Config.
+	InstanceID string
+	Replicas   Replicas
 }
 
 // Harness is a Server over a real session.Service, on a disk store in a temporary
@@ -129,7 +132,7 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 		Keys: NewKeys(cfg.Keys), Tokens: cfg.Tokens, Sessions: sessions, Health: cfg.Health, Log: log,
 		Limits: TestLimits, MaxBodyBytes: TestMaxBody, MaxUploadBytes: TestMaxUpload, MaxFiles: TestMaxFiles,
 		Observer: cfg.Observer, Metrics: cfg.Metrics, Stats: cfg.Stats, RateLimit: cfg.RateLimit,
-		Profiles: cfg.Profiles,
+		Profiles: cfg.Profiles, InstanceID: cfg.InstanceID, Replicas: cfg.Replicas,
 	})
 	t.Cleanup(func() {
 		h.mu.Lock()

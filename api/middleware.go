@@ -37,6 +37,9 @@ type reqInfo struct {
 	runOver func()
 	// acquire takes one of the caller's execution slots (RunSlots); set on /mcp.
 	acquire func() (release func(), ok bool)
+	// forwardedFrom is the replica that forwarded the request here, forwardedTo the
+	// one it was forwarded to; "" when none.
+	forwardedFrom, forwardedTo string
 }
 
 // endRun calls the request's runOver, if any.
@@ -95,6 +98,12 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				slog.Float64("pool_wait_ms", ms(ri.poolWait))}
 			if ri.runStatus != "" {
 				attrs = append(attrs, slog.String("run_status", ri.runStatus))
+			}
+			if ri.forwardedFrom != "" {
+				attrs = append(attrs, slog.String("forwarded_from", ri.forwardedFrom))
+			}
+			if ri.forwardedTo != "" {
+				attrs = append(attrs, slog.String("forwarded_to", ri.forwardedTo))
 			}
 			ri.log.LogAttrs(r.Context(), levelFor(status), "request", attrs...)
 			if s.obs != nil {

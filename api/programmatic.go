@@ -263,6 +263,9 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ptc.add(run)
 	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	// Its continuations name this replica in their tokens; its cancels find it here.
+	s.own(r.Context(), runKey(run.id), s.replicas.RunTTL)
+	s.ownRequest(r)
 	c := caller(r, req.UserID)
 	// The run outlives this request: a client that goes away cancels it (awaitStep).
 	ctx := context.WithoutCancel(r.Context())
@@ -283,6 +286,12 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "continuation_token is malformed"))
 		return
 	}
+	if instance != s.instance && s.replicas.Peers != nil {
+		// Not forwarded: the replica the token names is gone, and its run with it.
+		writeError(w, r, kiln.Errorf(kiln.CodeNotFound,
+			"this continuation belongs to a run on kiln replica %q, which is gone: the run ended with it; start the program again", instance))
+		return
+	}
 	if instance != s.instance {
 		writeError(w, r, kiln.Errorf(kiln.CodeConflict,
 			"this continuation belongs to the run on kiln instance %q, and this is instance %q: send continuations to the instance that started the run (see docs/operations.md)", instance, s.instance))
@@ -298,7 +307,16 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		return
 	}
 	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	s.ownRequest(r)
 	s.awaitStep(w, r, run, start)
+}
+
+// ownRequest claims the request id of a programmatic request served here, so that
+// its cancel reaches this replica.
+func (s *Server) ownRequest(r *http.Request) {
+	if id := r.Header.Get(requestIDHeader); id != "" && requestIDPattern.MatchString(id) {
+		s.own(r.Context(), requestKey(id), s.replicas.RunTTL)
+	}
 }
 
 // awaitStep answers with the run's next step: a pause, or its end. A client that goes
@@ -322,6 +340,7 @@ func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, 
 			return
 		}
 		defer res.Release()
+		s.ownSession(r, res)
 		out := &ptcEnd{execResponse: newExecResponse(r, res, false), Status: "completed", RunStatus: res.Status, ExecutionID: run.id}
 		if res.Status != executor.StatusOK {
 			out.Status = "error"

@@ -181,6 +181,11 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A forwarded request was counted by the replica it reached first.
+		if forwarded(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if ok, wait := s.limiter.allow(callerKey(r)); !ok {
 			writeError(w, r, &kiln.Error{
 				Code:       kiln.CodeRateLimited,

@@ -52,6 +52,8 @@ type Config struct {
 	// Profiles are the execution profiles served (ProfileDefault, ProfileStateful), the
 	// first named by answers to requests that expect none; nil serves both.
 	Profiles []string
+	// Replicas lets several kilns that share a store answer any request (forward.go).
+	Replicas Replicas
 }
 
 // Server is kiln's HTTP handler.
@@ -76,6 +78,9 @@ type Server struct {
 	instance  string
 	profiles  []string
 	ptc       ptcRuns // programmatic runs under way
+	replicas  Replicas
+	// peerTransport carries requests forwarded to other replicas.
+	peerTransport http.RoundTripper
 }
 
 // New returns a Server with every route mounted at / and under /v1.
@@ -86,6 +91,7 @@ func New(cfg Config) *Server {
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
 		mcp: cfg.MCP, instance: cfg.InstanceID, profiles: cfg.Profiles,
+		replicas: cfg.Replicas, peerTransport: newPeerTransport(),
 	}
 	if len(s.profiles) == 0 {
 		s.profiles = []string{ProfileDefault, ProfileStateful}
@@ -94,7 +100,7 @@ func New(cfg Config) *Server {
 		s.keys = &Keys{}
 	}
 	r := chi.NewRouter()
-	r.Use(s.withRequest, s.withProfile)
+	r.Use(s.withRequest, s.verifyPeer, s.withProfile)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -107,7 +113,7 @@ func New(cfg Config) *Server {
 		// Every MCP message is a request to /mcp: a wrong key is refused before any
 		// MCP session exists, and each message counts against the rate limit. The
 		// concurrency limit is taken per execution by the MCP tools (RunSlots).
-		r.With(s.requireKey, s.limitRate, s.withSlots).Handle("/mcp", s.mcp)
+		r.With(s.requireKey, s.limitRate, s.routeBy(s.byMCPSession), s.ownMCP, s.withSlots).Handle("/mcp", s.mcp)
 	}
 	s.router = r
 	return s
@@ -126,10 +132,12 @@ func (s *Server) mount(r chi.Router) {
 		// The execution and data routes count against the caller's rate limit.
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitRate)
-			r.With(s.limitConcurrency).Post("/exec", s.exec)
-			r.Post("/executions/{execution_id}/cancel", s.cancelExecution)
-			r.Post("/exec/programmatic", s.execProgrammatic) // takes its slot itself, per run
-			r.Post("/exec/programmatic/cancel", s.cancelProgrammatic)
+			// Requests about what one replica holds (a live session, a run, an MCP
+			// session) go to that replica (forward.go).
+			r.With(s.routeBy(s.bySession), s.limitConcurrency).Post("/exec", s.exec)
+			r.With(s.routeBy(s.byExecution)).Post("/executions/{execution_id}/cancel", s.cancelExecution)
+			r.With(s.routeBy(s.bySession)).Post("/exec/programmatic", s.execProgrammatic) // takes its slot itself, per run
+			r.With(s.routeBy(s.byRequestID)).Post("/exec/programmatic/cancel", s.cancelProgrammatic)
 			r.Post("/upload", s.upload)
 			r.Post("/upload/batch", s.uploadBatch)
 			r.Get("/sessions/{session_id}/objects/{file_id}", s.objectInfo)
@@ -144,7 +152,7 @@ func (s *Server) mount(r chi.Router) {
 			r.Get("/sessions", s.listSessions)
 			r.Get("/sessions/{session_id}", s.getSession)
 			r.Post("/sessions/{session_id}/fork", s.forkSession)
-			r.Delete("/sessions/{session_id}", s.deleteSession)
+			r.With(s.routeBy(s.bySessionPath)).Delete("/sessions/{session_id}", s.deleteSession)
 		})
 	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -120,6 +121,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if err := s.sessions.DeleteSession(r.Context(), caller(r, ""), sid); err != nil {
 		writeError(w, r, err)
 		return
+	}
+	if s.replicas.Peers != nil {
+		_ = s.replicas.Peers.Release(context.WithoutCancel(r.Context()), sessionKey(sid))
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,16 +34,20 @@ type Main struct {
 	pools   *pool.Set[sandbox]
 	live    *session.Live // nil when LIVE_SESSIONS is off
 	// liveRef is live for the runtime's goroutines, which start before it is made.
-	liveRef  atomic.Pointer[session.Live]
-	store    store.Store
-	bg       sync.WaitGroup     // background loops: the session sweeper, the reaper
-	bgCtx    context.Context    // governs them
-	stopBg   context.CancelFunc // stops them
-	exec     *executor.Executor
-	mcp      *mcp.Handler
-	server   *http.Server
-	listener net.Listener
-	served   chan error
+	liveRef atomic.Pointer[session.Live]
+	store   store.Store
+	// directory is where replicas find each other; nil for a lone kiln. Once withdrawn
+	// (Close), this replica no longer announces itself.
+	directory *store.Directory
+	withdrawn atomic.Bool
+	bg        sync.WaitGroup     // background loops: the session sweeper, the reaper
+	bgCtx     context.Context    // governs them
+	stopBg    context.CancelFunc // stops them
+	exec      *executor.Executor
+	mcp       *mcp.Handler
+	server    *http.Server
+	listener  net.Listener
+	served    chan error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -185,6 +190,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Stats:          met,
 		RateLimit:      api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
 		MCP:            m.mcp,
+		Replicas:       m.replicas(),
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -219,6 +225,16 @@ func (m *Main) Close(ctx context.Context) error {
 			// closes it and waits for the remaining handlers within what is left of
 			// the grace.
 			m.server.SetKeepAlivesEnabled(false)
+			if m.directory != nil {
+				m.withdrawn.Store(true)
+				// The other replicas stop sending work here: what this one holds is
+				// served by them from the store from now on.
+				wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := m.directory.Withdraw(wctx); err != nil {
+					m.log.Warn("withdrawing from the replica directory failed", "err", err)
+				}
+				wcancel()
+			}
 			if n := m.exec.Running(); n > 0 {
 				m.log.Info("waiting for in-flight executions", "count", n)
 			}
@@ -283,6 +299,54 @@ func (m *Main) openStore(ctx context.Context) error {
 	}
 	m.background(func(ctx context.Context) { store.RunSweeper(ctx, m.store, time.Minute, m.log) })
 	return nil
+}
+
+// Replicas announce themselves every announceEvery, for announceTTL: a replica that
+// stops (SIGKILL, a lost node) owns nothing once its announcement has expired.
+const (
+	announceEvery = 3 * time.Second
+	announceTTL   = 10 * time.Second
+)
+
+// replicas sets up forwarding between replicas when ADVERTISE_URL is set: this replica
+// announces itself in the shared Redis until Close withdraws it.
+func (m *Main) replicas() api.Replicas {
+	cfg := m.cfg
+	rs, ok := m.store.(*store.Redis)
+	if cfg.AdvertiseURL == "" || !ok {
+		return api.Replicas{}
+	}
+	m.directory = rs.Directory(cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
+	announce := func(ctx context.Context) {
+		if m.withdrawn.Load() {
+			return
+		}
+		if err := m.directory.Announce(ctx, announceTTL); err != nil {
+			m.log.Warn("announcing this replica failed", "err", err)
+		}
+	}
+	announce(context.Background())
+	m.background(func(ctx context.Context) {
+		t := time.NewTicker(announceEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				announce(ctx)
+			}
+		}
+	})
+	m.log.Info("replica announced", "advertise_url", cfg.AdvertiseURL, "instance", cfg.InstanceID)
+	runTTL := time.Duration(cfg.MaxTimeoutMS)*time.Millisecond + time.Duration(cfg.MaxToolRounds*cfg.ToolResultTimeoutSecs)*time.Second
+	return api.Replicas{
+		Peers:      m.directory,
+		Secret:     []byte(cfg.PeerSecret),
+		SessionTTL: time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
+		RunTTL:     runTTL,
+		MCPTTL:     time.Duration(cfg.MCPIdleMinutes) * time.Minute,
+	}
 }
 
 // background runs loop until Close: every background loop shares one context, which

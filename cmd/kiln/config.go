@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -123,6 +124,11 @@ type Config struct {
 	SessionTTLHours    float64 `envconfig:"SESSION_TTL_HOURS" default:"24"`
 	MaxFilesPerSession int     `envconfig:"MAX_FILES_PER_SESSION" default:"50"`
 	MaxUploadMB        int64   `envconfig:"MAX_UPLOAD_MB" default:"100"`
+
+	// AdvertiseURL is where the other replicas reach this one (http://host:port); with
+	// PEER_SECRET and REDIS_URL it makes replicas forward to each other what one holds.
+	AdvertiseURL string `envconfig:"ADVERTISE_URL"`
+	PeerSecret   string `envconfig:"PEER_SECRET"`
 
 	ShutdownGraceSeconds int `envconfig:"SHUTDOWN_GRACE_SECONDS" default:"30"`
 
@@ -308,6 +314,13 @@ func (c Config) Validate() error {
 	check(c.MaxUploadMB >= c.MaxFileSizeMB, "MAX_UPLOAD_MB (%d) must be at least MAX_FILE_SIZE_MB (%d)", c.MaxUploadMB, c.MaxFileSizeMB)
 	check(c.RedisURL != "" || c.DataDir != "", "DATA_DIR must not be empty when REDIS_URL is not set")
 	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
+	if c.AdvertiseURL != "" || c.PeerSecret != "" {
+		u, err := url.Parse(c.AdvertiseURL)
+		check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/"),
+			"ADVERTISE_URL must be the http(s)://host:port other replicas reach this one at, got %q", c.AdvertiseURL)
+		check(len(c.PeerSecret) >= 32, "PEER_SECRET must be at least 32 characters, shared by every replica, when ADVERTISE_URL is set")
+		check(c.RedisURL != "", "ADVERTISE_URL needs REDIS_URL: replicas find each other in the Redis they share")
+	}
 	check(c.RateLimitPerMinute >= 0, "RATE_LIMIT_PER_MINUTE must not be negative (0 turns it off), got %d", c.RateLimitPerMinute)
 	check(c.MCPIdleMinutes >= 1, "MCP_IDLE_MINUTES must be at least 1, got %d", c.MCPIdleMinutes)
 	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Directory is where replicas of kiln that share a Redis server find each other and
+// what each of them owns: a live session, a run under way, an MCP session. Keys, under
+// the store's prefix:
+//
+//	peer:<instance>   the URL the replica is reached at (its ADVERTISE_URL); expires
+//	                  unless the replica announces itself again
+//	own:<key>         the instance that owns <key>; expires unless claimed again
+//
+// An owner whose peer key has expired is gone: its claims count for nothing, and the
+// next replica to claim them takes them over.
+type Directory struct {
+	client   *redis.Client
+	prefix   string
+	instance string
+	url      string
+}
+
+// The claim of an owned key, in one step: it stays with a live other replica, or
+// becomes this one's. KEYS[1] own:<key>; ARGV: instance, ttl in ms, the peer key prefix.
+// It answers {owner, url}: url is empty when the owner is the caller.
+const luaClaim = `
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then
+  local url = redis.call('GET', ARGV[3] .. cur)
+  if url then return {cur, url} end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {ARGV[1], ''}
+`
+
+// KEYS[1] own:<key>; ARGV[1] instance. Deletes the claim only if it is the caller's.
+const luaRelease = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`
+
+var (
+	scriptClaim   = redis.NewScript(luaClaim)
+	scriptRelease = redis.NewScript(luaRelease)
+)
+
+// Directory returns the directory of the replicas sharing this store's Redis server, as
+// seen by the replica instance, reached at url.
+func (r *Redis) Directory(instance, url string) *Directory {
+	return &Directory{client: r.client, prefix: r.prefix, instance: instance, url: url}
+}
+
+// Announce says that this replica is up and reached at its URL, for ttl.
+func (d *Directory) Announce(ctx context.Context, ttl time.Duration) error {
+	if err := d.client.Set(ctx, d.prefix+"peer:"+d.instance, d.url, ttl).Err(); err != nil {
+		return fmt.Errorf("announce replica: %w", err)
+	}
+	return nil
+}
+
+// Withdraw says that this replica no longer takes work: its claims count for nothing
+// from now on. An announcement with another URL (the instance id restarted elsewhere)
+// stays.
+func (d *Directory) Withdraw(ctx context.Context) error {
+	if err := scriptRelease.Run(ctx, d.client, []string{d.prefix + "peer:" + d.instance}, d.url).Err(); err != nil {
+		return fmt.Errorf("withdraw replica: %w", err)
+	}
+	return nil
+}
+
+// Claim makes this replica the owner of key for ttl, unless another replica that is up
+// owns it: then it returns that replica's URL and instance, and changes nothing.
+func (d *Directory) Claim(ctx context.Context, key string, ttl time.Duration) (url, owner string, err error) {
+	res, err := scriptClaim.Run(ctx, d.client, []string{d.prefix + "own:" + key},
+		d.instance, max(ttl.Milliseconds(), 1), d.prefix+"peer:").StringSlice()
+	if err != nil {
+		return "", "", fmt.Errorf("claim %s: %w", key, err)
+	}
+	if len(res) != 2 {
+		return "", "", fmt.Errorf("claim %s: unexpected answer %q", key, res)
+	}
+	return res[1], res[0], nil
+}
+
+// Release gives up this replica's claim of key; another replica's claim stays.
+func (d *Directory) Release(ctx context.Context, key string) error {
+	if err := scriptRelease.Run(ctx, d.client, []string{d.prefix + "own:" + key}, d.instance).Err(); err != nil {
+		return fmt.Errorf("release %s: %w", key, err)
+	}
+	return nil
+}
+
+// Owner returns the URL and instance of the replica that owns key, if that is another
+// replica and it is up; empty strings otherwise.
+func (d *Directory) Owner(ctx context.Context, key string) (url, owner string, err error) {
+	owner, err = d.client.Get(ctx, d.prefix+"own:"+key).Result()
+	if errors.Is(err, redis.Nil) || owner == d.instance {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("owner of %s: %w", key, err)
+	}
+	url, err = d.Peer(ctx, owner)
+	if url == "" {
+		owner = ""
+	}
+	return url, owner, err
+}
+
+// Peer returns the URL of the replica instance, or "" when it is not up.
+func (d *Directory) Peer(ctx context.Context, instance string) (string, error) {
+	url, err := d.client.Get(ctx, d.prefix+"peer:"+instance).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("replica %s: %w", instance, err)
+	}
+	return url, nil
+}

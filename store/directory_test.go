@@ -1,0 +1,69 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// Replicas find each other and their claims in the Redis they share: a claim stays
+// with an owner that is up, passes to the next claimer once the owner is gone, and is
+// released only by its owner.
+func TestDirectory(t *testing.T) {
+	url := kilntest.StartRedis(t)
+	rs := openRedis(t, url, newPrefix(), time.Hour, 1<<20)
+	a, b := rs.Directory("a", "http://a:8080"), rs.Directory("b", "http://b:8080")
+	ctx := t.Context()
+	if err := a.Announce(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Announce(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if url, owner, err := a.Claim(ctx, "s:1", time.Minute); err != nil || url != "" || owner != "a" {
+		t.Fatalf("a claims a free key: %q %q %v", url, owner, err)
+	}
+	if url, owner, err := b.Claim(ctx, "s:1", time.Minute); err != nil || url != "http://a:8080" || owner != "a" {
+		t.Fatalf("b claims a's key: %q %q %v, want a's URL", url, owner, err)
+	}
+	if url, owner, _ := b.Owner(ctx, "s:1"); url != "http://a:8080" || owner != "a" {
+		t.Fatalf("owner seen by b: %q %q", url, owner)
+	}
+	if url, _, _ := a.Owner(ctx, "s:1"); url != "" {
+		t.Fatalf("owner seen by a itself: %q, want none", url)
+	}
+	if err := b.Release(ctx, "s:1"); err != nil {
+		t.Fatal(err)
+	}
+	if url, _, _ := b.Owner(ctx, "s:1"); url != "http://a:8080" {
+		t.Fatalf("b released a's claim: owner now %q", url)
+	}
+	// a withdraws (a drain): its claims count for nothing.
+	if err := a.Withdraw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if url, _, _ := b.Owner(ctx, "s:1"); url != "" {
+		t.Fatalf("a withdrew, and b still sees it own s:1 at %q", url)
+	}
+	if url, owner, err := b.Claim(ctx, "s:1", time.Minute); err != nil || url != "" || owner != "b" {
+		t.Fatalf("b claims a withdrawn replica's key: %q %q %v", url, owner, err)
+	}
+	if p, _ := b.Peer(ctx, "a"); p != "" {
+		t.Errorf("a withdrawn replica still has a URL: %q", p)
+	}
+	// A claim and an announcement expire by themselves.
+	if err := a.Announce(ctx, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Claim(ctx, "x:2", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(120 * time.Millisecond)
+	if p, _ := b.Peer(ctx, "a"); p != "" {
+		t.Errorf("a's announcement outlived its TTL: %q", p)
+	}
+	if url, owner, _ := b.Claim(ctx, "x:2", time.Minute); url != "" || owner != "b" {
+		t.Errorf("an expired claim held: %q %q", url, owner)
+	}
+}

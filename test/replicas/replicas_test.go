@@ -1,0 +1,384 @@
+// Package replicas runs three kiln replicas on one Redis behind a round-robin proxy of
+// the test's own, as an operator runs them behind a load balancer, and checks that any
+// replica answers any request: a live session's calls, a stream's cancel, a
+// programmatic run's continuation and cancel, an MCP session's messages; that a replica
+// killed with SIGKILL loses nothing that was answered; and that a forged forward is
+// refused.
+package replicas
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+const key = "replicas-test-key"
+
+func TestMain(m *testing.M) {
+	if err := kilntest.EnsureDocker(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// cluster is three replicas and the proxy in front of them.
+type cluster struct {
+	t        *testing.T
+	redis    string
+	secret   string
+	mu       sync.Mutex
+	replicas []*kilntest.Server
+	ports    []string
+	proxy    *httptest.Server
+	next     atomic.Int64
+}
+
+// startCluster starts n replicas sharing a Redis and a peer secret, each announcing the
+// loopback URL it listens on, and a proxy that hands each request to the next replica.
+func startCluster(t *testing.T, n int) *cluster {
+	c := &cluster{t: t, redis: kilntest.StartRedis(t)}
+	secret := make([]byte, 24)
+	_, _ = rand.Read(secret)
+	c.secret = hex.EncodeToString(secret)
+	c.replicas = make([]*kilntest.Server, n)
+	c.ports = make([]string, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		c.ports[i] = kilntest.FreePort(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.replicas[i], errs[i] = c.start(i, "")
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, s := range c.replicas {
+			if s != nil {
+				if err := s.Stop(60 * time.Second); err != nil {
+					t.Errorf("replica %s did not stop cleanly: %v\n%s", s.Instance, err, tail(s.Logs()))
+				}
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.proxy = httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			i := int(c.next.Add(1)) % n
+			c.mu.Lock()
+			u, _ := url.Parse(c.replicas[i].URL)
+			c.mu.Unlock()
+			pr.SetURL(u)
+			pr.Out.Header.Set("X-Test-Replica", fmt.Sprint(i))
+		},
+		FlushInterval: -1,
+	})
+	t.Cleanup(c.proxy.Close)
+	return c
+}
+
+// start runs replica i; instance, when given, is the id it had before a restart.
+func (c *cluster) start(i int, instance string) (*kilntest.Server, error) {
+	env := []string{"POOL_SIZE=1", "REDIS_URL=" + c.redis, "API_KEYS=" + key, "QUEUE_TIMEOUT_SECONDS=90",
+		"LISTEN_ADDR=127.0.0.1:" + c.ports[i], "ADVERTISE_URL=http://127.0.0.1:" + c.ports[i], "PEER_SECRET=" + c.secret}
+	if instance != "" {
+		env = append(env, "INSTANCE_ID="+instance)
+	}
+	return kilntest.Start(kilntest.Options{Key: key, Env: env})
+}
+
+func tail(s string) string { return s[max(0, len(s)-6000):] }
+
+// post sends a JSON body to base+path with the key and decodes the JSON answer.
+func post(t *testing.T, base, path string, body any, header http.Header, out any) int {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", key)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s%s: %v", base, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("POST %s%s: status %d, undecodable %q", base, path, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+func exec(t *testing.T, base string, body map[string]any) kilntest.ExecResponse {
+	t.Helper()
+	var res kilntest.ExecResponse
+	if code := post(t, base, "/exec", body, nil, &res); code != http.StatusOK {
+		t.Fatalf("POST /exec on %s: status %d: %s", base, code, res.Message)
+	}
+	return res
+}
+
+// forwardedTo counts the requests replica s forwarded to another.
+func forwardedTo(s *kilntest.Server) int { return strings.Count(s.Logs(), `"forwarded_to"`) }
+
+func TestReplicas(t *testing.T) {
+	c := startCluster(t, 3)
+	r := c.replicas
+
+	// A session made on replica 0 keeps its interpreter there: calls that reach
+	// replicas 1 and 2 are forwarded to it. The generator proves it is the same
+	// interpreter: no stored state can carry one.
+	var sid string
+	t.Run("a live session is served by its owner through every replica", func(t *testing.T) {
+		first := exec(t, r[0].URL, map[string]any{"code": "import numpy as np, pandas as pd\n" +
+			"df = pd.DataFrame({'a': np.arange(20000), 'b': np.linspace(0, 1, 20000)})\n" +
+			"def counter():\n    n = 0\n    while True:\n        n += 1\n        yield n\n" +
+			"g = counter()\nnext(g)"})
+		if first.Status != "ok" || kilntest.Str(first.Result) != "1" {
+			t.Fatalf("first call: %s %s stderr %q", first.Status, kilntest.Str(first.Result), first.Stderr)
+		}
+		sid = first.SessionID
+		before := forwardedTo(r[1]) + forwardedTo(r[2])
+		for i := 2; i <= 7; i++ {
+			res := exec(t, r[(i-1)%3].URL, map[string]any{"session_id": sid, "code": "next(g), int(df.a.sum()), round(float(df.b.mean()), 3)"})
+			want := fmt.Sprintf("(%d, 199990000, 0.5)", i)
+			if kilntest.Str(res.Result) != want || res.RuntimeStatus != "reused" {
+				t.Fatalf("call %d through replica %d: %s (%s), want %s reused; stderr %q", i, (i-1)%3, kilntest.Str(res.Result), res.RuntimeStatus, want, res.Stderr)
+			}
+		}
+		if got := forwardedTo(r[1]) + forwardedTo(r[2]) - before; got != 4 {
+			t.Errorf("replicas 1 and 2 forwarded %d calls, want 4", got)
+		}
+		// Through the round-robin proxy, as a client behind a load balancer.
+		for i := 8; i <= 10; i++ {
+			res := exec(t, c.proxy.URL, map[string]any{"session_id": sid, "code": "next(g)"})
+			if kilntest.Str(res.Result) != fmt.Sprint(i) || res.RuntimeStatus != "reused" {
+				t.Fatalf("call %d through the proxy: %s (%s)", i, kilntest.Str(res.Result), res.RuntimeStatus)
+			}
+		}
+	})
+
+	t.Run("a stream started on one replica is cancelled through another", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var (
+			execID string
+			done   string
+			mu     sync.Mutex
+		)
+		started := make(chan struct{})
+		ended := make(chan error, 1)
+		go func() {
+			_, body, err := kilntest.StreamURL(ctx, r[1].URL, key, map[string]any{"code": "import time\nprint('going', flush=True)\ntime.sleep(60)"}, func(e kilntest.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch e.Name {
+				case "start":
+					_, execID = e.Start()
+					close(started)
+				case "done":
+					done = e.Data
+				}
+			})
+			if err == nil && body != nil {
+				err = fmt.Errorf("stream refused: %s", body)
+			}
+			ended <- err
+		}()
+		select {
+		case <-started:
+		case err := <-ended:
+			t.Fatalf("the stream ended before it started: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no start event")
+		}
+		mu.Lock()
+		id := execID
+		mu.Unlock()
+		var ack map[string]string
+		if code := post(t, r[2].URL, "/executions/"+id+"/cancel", nil, nil, &ack); code != http.StatusAccepted {
+			t.Fatalf("cancel through replica 2: status %d %v, want 202", code, ack)
+		}
+		if err := <-ended; err != nil {
+			t.Fatal(err)
+		}
+		var res kilntest.ExecResponse
+		_ = json.Unmarshal([]byte(done), &res)
+		if res.Status != "cancelled" {
+			t.Errorf("the run ended %q, want cancelled: %s", res.Status, done)
+		}
+	})
+
+	type ptcAnswer struct {
+		Status            string `json:"status"`
+		ContinuationToken string `json:"continuation_token"`
+		ToolCalls         []struct {
+			ID string `json:"id"`
+		} `json:"tool_calls"`
+		Stdout  string `json:"stdout"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	tool := map[string]any{"name": "fetch", "description": "the test's tool",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{}}}
+	t.Run("a programmatic run continues and is cancelled through other replicas", func(t *testing.T) {
+		var a ptcAnswer
+		code := post(t, r[0].URL, "/exec/programmatic", map[string]any{"code": "r = await fetch()\nprint('got', r)", "tools": []any{tool}}, nil, &a)
+		if code != http.StatusOK || a.Status != "tool_call_required" || len(a.ToolCalls) != 1 {
+			t.Fatalf("start on replica 0: %d %+v", code, a)
+		}
+		var end ptcAnswer
+		code = post(t, r[1].URL, "/exec/programmatic", map[string]any{"continuation_token": a.ContinuationToken,
+			"tool_results": []any{map[string]any{"call_id": a.ToolCalls[0].ID, "result": "one"}}}, nil, &end)
+		if code != http.StatusOK || end.Status != "completed" || end.Stdout != "got one\n" {
+			t.Fatalf("continuation through replica 1: %d %+v", code, end)
+		}
+
+		rid := fmt.Sprintf("replicas-%d", time.Now().UnixNano())
+		ended := make(chan ptcAnswer, 1)
+		go func() {
+			var out ptcAnswer
+			post(t, r[2].URL, "/exec/programmatic", map[string]any{"code": "import time\ntime.sleep(60)\nawait fetch()", "tools": []any{tool}},
+				http.Header{"X-Librechat-Code-Request-Id": {rid}}, &out)
+			ended <- out
+		}()
+		kilntest.WaitFor(t, 60*time.Second, "the program to start on replica 2", func() bool { return r[2].MustPool(t).InUse == 1 })
+		var ack map[string]string
+		if code := post(t, r[0].URL, "/exec/programmatic/cancel", map[string]any{"request_id": rid}, nil, &ack); code != http.StatusAccepted || ack["status"] != "cancellation_requested" {
+			t.Fatalf("cancel through replica 0: %d %v, want 202 cancellation_requested", code, ack)
+		}
+		select {
+		case out := <-ended:
+			if out.Status == "completed" || out.Status == "tool_call_required" {
+				t.Errorf("the cancelled run answered %+v", out)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the cancelled run did not end within 30 s")
+		}
+	})
+
+	t.Run("an MCP session works through the round-robin proxy", func(t *testing.T) {
+		cl := sdk.NewClient(&sdk.Implementation{Name: "kiln-replicas-test", Version: "1"}, nil)
+		cs, err := cl.Connect(t.Context(), &sdk.StreamableClientTransport{
+			Endpoint: c.proxy.URL + "/mcp", HTTPClient: &http.Client{Transport: keyed(key)},
+		}, nil)
+		if err != nil {
+			t.Fatalf("Connect through the proxy: %v", err)
+		}
+		defer cs.Close()
+		for i := range 4 {
+			code := "x = 41"
+			if i > 0 {
+				code = "x += 1\nprint(x)"
+			}
+			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": code}})
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			var out map[string]any
+			b, _ := json.Marshal(res.StructuredContent)
+			_ = json.Unmarshal(b, &out)
+			if res.IsError || (i > 0 && (out["stdout"] != fmt.Sprintf("%d\n", 41+i) || out["runtime_status"] != "reused")) {
+				t.Fatalf("call %d: %s", i, b)
+			}
+		}
+	})
+
+	t.Run("a forged forward is refused", func(t *testing.T) {
+		var e kilntest.ErrorBody
+		code := post(t, r[0].URL, "/exec", map[string]any{"code": "1"}, http.Header{
+			"X-Kiln-Peer": {"impostor"}, "X-Kiln-Peer-Time": {fmt.Sprint(time.Now().Unix())}, "X-Kiln-Peer-Signature": {strings.Repeat("0", 64)},
+		}, &e)
+		if code != http.StatusUnauthorized || !strings.Contains(e.Message, "impostor") {
+			t.Errorf("forged peer request: %d %+v, want 401 naming the claimed replica", code, e)
+		}
+	})
+
+	// Replica 0 owns the session and a paused run; it dies. The session resumes on
+	// another replica from its stored state (the generator, which no state can carry,
+	// is gone, and said to be); the run ends with a clear error; the replica comes
+	// back under its instance id and sweeps the sandboxes it left.
+	t.Run("a replica killed with SIGKILL loses nothing that was answered", func(t *testing.T) {
+		var a ptcAnswer
+		if code := post(t, r[0].URL, "/exec/programmatic", map[string]any{"code": "await fetch()", "tools": []any{tool}}, nil, &a); code != http.StatusOK || a.Status != "tool_call_required" {
+			t.Fatalf("start on replica 0: %d %+v", code, a)
+		}
+		dead := r[0]
+		left, err := kilntest.Containers(dead.Instance)
+		if err != nil || len(left) == 0 {
+			t.Fatalf("replica 0's sandboxes: %v %v", left, err)
+		}
+		dead.Kill()
+
+		// At once: replica 0 is still announced, but cannot be reached.
+		res := exec(t, r[1].URL, map[string]any{"session_id": sid, "code": "int(df.a.sum()), 'g' in globals()"})
+		if res.Status != "ok" || kilntest.Str(res.Result) != "(199990000, False)" || res.RuntimeStatus != "resumed" {
+			t.Errorf("after the owner died: %s %s (%s), want the DataFrame resumed without g; stderr %q", res.Status, kilntest.Str(res.Result), res.RuntimeStatus, res.Stderr)
+		}
+		again := exec(t, r[2].URL, map[string]any{"session_id": sid, "code": "df.shape"})
+		if kilntest.Str(again.Result) != "(20000, 2)" || again.RuntimeStatus != "reused" {
+			t.Errorf("the next call through replica 2: %s (%s), want reused on its new owner", kilntest.Str(again.Result), again.RuntimeStatus)
+		}
+		var gone ptcAnswer
+		// Once its announcement has expired (10 s), the token's replica is gone for good.
+		time.Sleep(11 * time.Second)
+		code := post(t, r[2].URL, "/exec/programmatic", map[string]any{"continuation_token": a.ContinuationToken,
+			"tool_results": []any{map[string]any{"call_id": a.ToolCalls[0].ID, "result": 1}}}, nil, &gone)
+		if code != http.StatusNotFound || !strings.Contains(gone.Message, "gone") {
+			t.Errorf("continuation of the dead replica's run: %d %+v, want 404 saying its replica is gone", code, gone)
+		}
+
+		back, err := c.start(0, dead.Instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.replicas[0] = back
+		c.mu.Unlock()
+		for _, id := range left {
+			if ok, _ := kilntest.SandboxExists(id); ok {
+				t.Errorf("sandbox %s of the killed replica is still there after its restart", id)
+			}
+		}
+		res = exec(t, c.proxy.URL, map[string]any{"session_id": sid, "code": "len(df)"})
+		if kilntest.Str(res.Result) != "20000" {
+			t.Errorf("after the restart, through the proxy: %s", kilntest.Str(res.Result))
+		}
+	})
+}
+
+type keyed string
+
+func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-API-Key", string(k))
+	return http.DefaultTransport.RoundTrip(r)
+}
