@@ -121,7 +121,28 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 		}
 		return ins.Container.State, nil
 	}
-	return explainExit(ctx, code, inspect, oomFlagWithin, oomFlagEvery)
+	return explainExit(ctx, code, inspect, s.killedByDaemon, oomFlagWithin, oomFlagEvery)
+}
+
+// killedByDaemon reports whether the daemon was asked to signal the container (docker
+// kill, stop, a forced removal): its SIGKILL then is not the out-of-memory killer's, and
+// there is no flag to wait for. It reads the daemon's record of recent events, which
+// ends at now, so the answer comes at once.
+func (s *Sandbox) killedByDaemon(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	now := time.Now()
+	res := s.cli.api.Events(ctx, client.EventsListOptions{
+		Since:   fmt.Sprintf("%d", s.created.Add(-time.Second).Unix()),
+		Until:   fmt.Sprintf("%d.%09d", now.Unix(), now.Nanosecond()),
+		Filters: make(client.Filters).Add("type", "container").Add("container", s.id).Add("event", "kill"),
+	})
+	select {
+	case <-res.Messages:
+		return true
+	case <-res.Err: // the end of the record, or a failure: nothing says it was killed
+		return false
+	}
 }
 
 // The daemon handles a container's events one at a time, and the kernel's
@@ -131,19 +152,22 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 // On a loaded machine the flag has come more than 250 ms after the exit, and under
 // gVisor, with the daemon removing dozens of sandboxes at once, more than 2 s (one CI
 // run in many), so a SIGKILL (137) not yet explained is looked at again, oomFlagEvery
-// apart, for up to oomFlagWithin. Only a sandbox killed by a signal that is not the
-// kernel's out-of-memory killer pays the whole wait.
+// apart, for up to oomFlagWithin, unless the daemon's events say that it was asked to
+// kill the container. Only a sandbox killed from outside the daemon (kill -9 on the
+// host) pays the whole wait.
 const (
 	oomFlagWithin = 5 * time.Second
 	oomFlagEvery  = 50 * time.Millisecond
 )
 
 // explainExit inspects an exited container until its exit is explained: a known exit
-// code other than 137, or the out-of-memory flag. A code not yet known (-1: the wait
-// failed) is taken from the first inspection that shows the container stopped. It
-// gives up after within, or when ctx ends, with what it has.
-func explainExit(ctx context.Context, code int, inspect func(context.Context) (*container.State, error), within, every time.Duration) (int, bool, error) {
+// code other than 137, the out-of-memory flag, or a kill the daemon was asked for
+// (killed, asked once). A code not yet known (-1: the wait failed) is taken from the
+// first inspection that shows the container stopped. It gives up after within, or when
+// ctx ends, with what it has.
+func explainExit(ctx context.Context, code int, inspect func(context.Context) (*container.State, error), killed func(context.Context) bool, within, every time.Duration) (int, bool, error) {
 	deadline := time.Now().Add(within)
+	asked := false
 	for {
 		st, err := inspect(ctx)
 		if err != nil {
@@ -161,6 +185,12 @@ func explainExit(ctx context.Context, code int, inspect func(context.Context) (*
 		}
 		if oom || (code >= 0 && code != 137) || !time.Now().Add(every).Before(deadline) {
 			return code, oom, nil
+		}
+		if code == 137 && !asked {
+			asked = true
+			if killed(ctx) {
+				return code, false, nil
+			}
 		}
 		select {
 		case <-time.After(every):

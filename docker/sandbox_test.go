@@ -36,6 +36,8 @@ func unflagged(n int) []container.State {
 	return s
 }
 
+func notKilled(context.Context) bool { return false }
+
 func TestExplainExit(t *testing.T) {
 	const every, within = time.Millisecond, 200 * time.Millisecond
 	oom := container.State{Status: "exited", ExitCode: 137, OOMKilled: true}
@@ -43,6 +45,7 @@ func TestExplainExit(t *testing.T) {
 		name      string
 		code      int
 		view      daemonView
+		killed    func(context.Context) bool // notKilled when nil
 		wantCode  int
 		wantOOM   bool
 		wantErr   bool
@@ -62,11 +65,18 @@ func TestExplainExit(t *testing.T) {
 			wantCalls: func(n int) bool { return n == 1 },
 		},
 		{
-			name: "killed from outside", code: 137,
+			name: "killed from outside the daemon", code: 137,
 			view:     daemonView{states: unflagged(1)},
 			wantCode: 137,
 			// Looked at until the deadline: every call is at least `every` apart.
 			wantCalls: func(n int) bool { return n > 1 && n <= int(within/every)+1 },
+		},
+		{
+			name: "killed through the daemon", code: 137,
+			view:      daemonView{states: unflagged(1)},
+			killed:    func(context.Context) bool { return true },
+			wantCode:  137,
+			wantCalls: func(n int) bool { return n == 1 },
 		},
 		{
 			name: "a plain exit is not looked at again", code: 1,
@@ -102,8 +112,11 @@ func TestExplainExit(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
+		if tt.killed == nil {
+			tt.killed = notKilled
+		}
 		t.Run(tt.name, func(t *testing.T) {
-			code, oom, err := explainExit(context.Background(), tt.code, tt.view.inspect, within, every)
+			code, oom, err := explainExit(context.Background(), tt.code, tt.view.inspect, tt.killed, within, every)
 			if code != tt.wantCode || oom != tt.wantOOM || (err != nil) != tt.wantErr {
 				t.Errorf("got (%d, %v, %v), want (%d, %v, error %v)", code, oom, err, tt.wantCode, tt.wantOOM, tt.wantErr)
 			}
@@ -120,7 +133,7 @@ func TestExplainExitCancelled(t *testing.T) {
 	defer cancel()
 	view := daemonView{states: unflagged(1)}
 	start := time.Now()
-	code, oom, err := explainExit(ctx, 137, view.inspect, time.Hour, time.Millisecond)
+	code, oom, err := explainExit(ctx, 137, view.inspect, notKilled, time.Hour, time.Millisecond)
 	if code != 137 || oom || err != nil {
 		t.Errorf("got (%d, %v, %v), want (137, false, nil)", code, oom, err)
 	}
