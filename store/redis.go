@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -8,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kilnsh/kiln"
 )
 
 // Redis keys, all under the prefix ("kiln:"):
@@ -54,6 +58,11 @@ type Redis struct {
 	prefix  string
 	ttl     time.Duration
 	maxFile int64
+	// objects, when set, holds state blobs and file bytes (objects.go); log hears
+	// what goes wrong with them in the background.
+	objects   Objects
+	log       *slog.Logger
+	objSweeps objectSweeps
 
 	closeOnce sync.Once
 	closeErr  error
@@ -279,12 +288,22 @@ func (r *Redis) DeleteSession(ctx context.Context, id string) error {
 	if !validIDs(id) {
 		return ErrNotFound
 	}
+	var refs map[string]bool
+	if r.objects != nil {
+		var err error
+		if refs, err = r.references(ctx, id); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+	}
 	ok, err := r.run(ctx, scriptDelete, r.keys(id), id)
 	if err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	if !ok {
 		return ErrNotFound
+	}
+	for key := range refs {
+		r.drop(ctx, refTo(key))
 	}
 	return nil
 }
@@ -300,6 +319,9 @@ func (r *Redis) State(ctx context.Context, sessionID string) ([]byte, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("get state: %w", err)
 	}
+	if b, err = r.deref(ctx, b, stateObjects+sessionID+"/"); err != nil {
+		return nil, fmt.Errorf("get state: %w", err)
+	}
 	return b, nil
 }
 
@@ -309,13 +331,26 @@ func (r *Redis) PutState(ctx context.Context, sessionID string, blob []byte) err
 		return ErrNotFound
 	}
 	at := normTime(time.Time{}, time.Now())
+	sum := sha256Hex(blob)
+	old, err := r.previous(func() *redis.StringCmd { return r.client.Get(ctx, r.keys(sessionID)[1]) })
+	if err != nil {
+		return fmt.Errorf("put state: %w", err)
+	}
+	value, err := r.upload(ctx, stateObjects+sessionID+"/"+sum, blob)
+	if err != nil {
+		return fmt.Errorf("put state: %w", err)
+	}
 	ok, err := r.run(ctx, scriptPutState, r.keys(sessionID)[:4],
-		blob, len(blob), sha256Hex(blob), micros(at), r.ttlMillis())
+		value, len(blob), sum, micros(at), r.ttlMillis())
 	if err != nil {
 		return fmt.Errorf("put state: %w", err)
 	}
 	if !ok {
+		r.drop(ctx, value)
 		return ErrNotFound
+	}
+	if !bytes.Equal(old, value) {
+		r.drop(ctx, old)
 	}
 	return nil
 }
@@ -325,6 +360,10 @@ func (r *Redis) DeleteState(ctx context.Context, sessionID string) error {
 	if !validIDs(sessionID) {
 		return ErrNotFound
 	}
+	old, err := r.previous(func() *redis.StringCmd { return r.client.Get(ctx, r.keys(sessionID)[1]) })
+	if err != nil {
+		return fmt.Errorf("delete state: %w", err)
+	}
 	ok, err := r.run(ctx, scriptDeleteState, r.keys(sessionID)[:4])
 	if err != nil {
 		return fmt.Errorf("delete state: %w", err)
@@ -332,6 +371,7 @@ func (r *Redis) DeleteState(ctx context.Context, sessionID string) error {
 	if !ok {
 		return ErrNotFound
 	}
+	r.drop(ctx, old)
 	return nil
 }
 
@@ -350,13 +390,24 @@ func (r *Redis) PutFile(ctx context.Context, f *File, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}
-	ok, err := r.run(ctx, scriptPutFile, r.keys(f.SessionID)[:4], f.ID, meta, data, r.ttlMillis())
+	keys := r.keys(f.SessionID)
+	old, err := r.previous(func() *redis.StringCmd { return r.client.HGet(ctx, keys[3], f.ID) })
+	if err != nil {
+		return fmt.Errorf("put file: %w", err)
+	}
+	value, err := r.upload(ctx, fileObjects+f.SessionID+"/"+f.ID+"/"+kiln.NewID(), data)
+	if err != nil {
+		return fmt.Errorf("put file: %w", err)
+	}
+	ok, err := r.run(ctx, scriptPutFile, keys[:4], f.ID, meta, value, r.ttlMillis())
 	if err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}
 	if !ok {
+		r.drop(ctx, value)
 		return ErrNotFound
 	}
+	r.drop(ctx, old)
 	f.Size, f.CreatedAt = rec.Size, rec.CreatedAt
 	return nil
 }
@@ -383,6 +434,9 @@ func (r *Redis) File(ctx context.Context, sessionID, fileID string) (*File, []by
 		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
 	}
 	b, _ := data.Bytes() // a successful pipeline means no error here
+	if b, err = r.deref(ctx, b, fileObjects+sessionID+"/"+fileID+"/"); err != nil {
+		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
+	}
 	return rec.file(), b, nil
 }
 
@@ -422,13 +476,19 @@ func (r *Redis) DeleteFile(ctx context.Context, sessionID, fileID string) error 
 	if !validIDs(sessionID, fileID) {
 		return ErrNotFound
 	}
-	ok, err := r.run(ctx, scriptDeleteFile, r.keys(sessionID)[:4], fileID)
+	keys := r.keys(sessionID)
+	old, err := r.previous(func() *redis.StringCmd { return r.client.HGet(ctx, keys[3], fileID) })
+	if err != nil {
+		return fmt.Errorf("delete file: %w", err)
+	}
+	ok, err := r.run(ctx, scriptDeleteFile, keys[:4], fileID)
 	if err != nil {
 		return fmt.Errorf("delete file: %w", err)
 	}
 	if !ok {
 		return ErrNotFound
 	}
+	r.drop(ctx, old)
 	return nil
 }
 
@@ -445,7 +505,30 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time) (int, error) {
 		}
 		total += n
 		if n < sweepBatch {
-			return total, nil
+			break
 		}
 	}
+	if r.objects != nil && r.objSweeps.due(now) {
+		n, err := r.sweepObjects(ctx, now.Add(-objectGrace))
+		if n > 0 && r.log != nil {
+			r.log.Info("removed objects nothing refers to", "count", n)
+		}
+		if err != nil {
+			return total, fmt.Errorf("sweep objects: %w", err)
+		}
+	}
+	return total, nil
+}
+
+// previous returns the value a read of the state or a file's bytes found, when objects
+// are on: the reference to drop once it is replaced; nil otherwise, and for nothing.
+func (r *Redis) previous(read func() *redis.StringCmd) ([]byte, error) {
+	if r.objects == nil {
+		return nil, nil
+	}
+	b, err := read().Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return b, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/mcp"
 	"github.com/kilnsh/kiln/metrics"
+	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/pool"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -289,6 +290,17 @@ func (m *Main) openStore(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("REDIS_URL: %w", err)
 		}
+		if m.cfg.S3Endpoint != "" {
+			bucket, err := objstore.Open(ctx, objstore.Config{
+				Endpoint: m.cfg.S3Endpoint, Bucket: m.cfg.S3Bucket, Region: m.cfg.AWSRegion,
+				AccessKey: m.cfg.AWSKeyID, SecretKey: m.cfg.AWSSecret, PathStyle: m.cfg.S3PathStyle,
+			})
+			if err != nil {
+				return errors.Join(fmt.Errorf("S3_ENDPOINT: %w", err), st.Close())
+			}
+			st.WithObjects(bucket, m.log)
+			m.log.Info("file contents and state blobs in the bucket", "endpoint", m.cfg.S3Endpoint, "bucket", m.cfg.S3Bucket)
+		}
 		m.store = st
 	} else {
 		st, err := store.OpenDisk(m.cfg.DataDir, ttl)
@@ -363,7 +375,10 @@ func (m *Main) background(loop func(ctx context.Context)) {
 }
 
 func (m *Main) storeKind() string {
-	if m.cfg.RedisURL != "" {
+	switch {
+	case m.cfg.RedisURL != "" && m.cfg.S3Endpoint != "":
+		return "redis+s3"
+	case m.cfg.RedisURL != "":
 		return "redis"
 	}
 	return "disk"

@@ -119,8 +119,16 @@ type Config struct {
 	LiveSessionIdleSeconds     int `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
 	LiveSessionLifetimeSeconds int `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
 
-	DataDir            string  `envconfig:"DATA_DIR" default:"./data"`
-	RedisURL           string  `envconfig:"REDIS_URL"`
+	DataDir  string `envconfig:"DATA_DIR" default:"./data"`
+	RedisURL string `envconfig:"REDIS_URL"`
+	// S3Endpoint, with S3_BUCKET, keeps file contents and state blobs in an
+	// S3-compatible bucket; Redis keeps their metadata.
+	S3Endpoint         string  `envconfig:"S3_ENDPOINT"`
+	S3Bucket           string  `envconfig:"S3_BUCKET"`
+	S3PathStyle        bool    `envconfig:"S3_PATH_STYLE" default:"false"`
+	AWSRegion          string  `envconfig:"AWS_REGION"`
+	AWSKeyID           string  `envconfig:"AWS_ACCESS_KEY_ID"`
+	AWSSecret          string  `envconfig:"AWS_SECRET_ACCESS_KEY"`
 	SessionTTLHours    float64 `envconfig:"SESSION_TTL_HOURS" default:"24"`
 	MaxFilesPerSession int     `envconfig:"MAX_FILES_PER_SESSION" default:"50"`
 	MaxUploadMB        int64   `envconfig:"MAX_UPLOAD_MB" default:"100"`
@@ -314,6 +322,11 @@ func (c Config) Validate() error {
 	check(c.MaxUploadMB >= c.MaxFileSizeMB, "MAX_UPLOAD_MB (%d) must be at least MAX_FILE_SIZE_MB (%d)", c.MaxUploadMB, c.MaxFileSizeMB)
 	check(c.RedisURL != "" || c.DataDir != "", "DATA_DIR must not be empty when REDIS_URL is not set")
 	check(c.ShutdownGraceSeconds >= 0, "SHUTDOWN_GRACE_SECONDS must not be negative")
+	if c.S3Endpoint != "" || c.S3Bucket != "" {
+		check(c.S3Endpoint != "" && c.S3Bucket != "", "S3_ENDPOINT and S3_BUCKET go together")
+		check(c.RedisURL != "", "S3_ENDPOINT needs REDIS_URL: Redis keeps the metadata of what the bucket holds")
+		check((c.AWSKeyID == "") == (c.AWSSecret == ""), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together")
+	}
 	if c.AdvertiseURL != "" || c.PeerSecret != "" {
 		u, err := url.Parse(c.AdvertiseURL)
 		check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/"),
