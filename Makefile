@@ -23,6 +23,16 @@ docker:
 redis:
 	@deploy/ensure-redis.sh
 
+## s3: make sure versitygw (an S3-compatible server, built from the Go module proxy into .cache) is there for the object store's tests
+.PHONY: s3
+s3:
+	@deploy/ensure-versitygw.sh >/dev/null
+
+## helm: make sure Helm v3 (built from the Go module proxy into .cache) is there for the chart's tests
+.PHONY: helm
+helm:
+	@deploy/ensure-helm.sh >/dev/null
+
 ## chromium: make sure headless Chromium is installed (the dashboard test drives it)
 chromium:
 	@deploy/ensure-chromium.sh
@@ -42,7 +52,7 @@ run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
-test: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps
+test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
 	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
@@ -111,7 +121,7 @@ compose-down:
 # The suites run against kiln on Kubernetes: what does not depend on Docker itself.
 K8S_SUITES := ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/
 ## test-k8s: the integration, abuse, language, LibreChat and MCP suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
-test-k8s: docker image test-mcp-deps test-ptc-deps
+test-k8s: docker helm image test-mcp-deps test-ptc-deps
 	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
 
 ## k8s-up: start the single-node Kubernetes for tests (deploy/k8s/cluster.sh up); builds it into .cache/k8s from the Go module proxy on first use (minutes), then starts in seconds

@@ -39,6 +39,9 @@ type Peers interface {
 	Peer(ctx context.Context, instance string) (string, error)
 	// Release gives up this replica's claim of key.
 	Release(ctx context.Context, key string) error
+	// TakeOver makes this replica the owner of key if gone, an owner that could not be
+	// reached, still holds it.
+	TakeOver(ctx context.Context, key, gone string, ttl time.Duration) (bool, error)
 }
 
 // Replicas configures forwarding between replicas; the zero value is a lone kiln.
@@ -154,7 +157,7 @@ func (s *Server) routeBy(of func(r *http.Request, body []byte) owned) func(http.
 				next.ServeHTTP(w, r)
 				return
 			}
-			s.forward(w, r, target, owner, body, next)
+			s.forward(w, r, o, target, owner, body, next)
 		})
 	}
 }
@@ -211,10 +214,11 @@ func (s *Server) bufferBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// forward hands r to the replica at target and relays its answer. A replica that cannot
-// be reached at all (it died since its last announcement) is passed over: the request is
-// served here.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, target, owner string, body []byte, local http.Handler) {
+// forward hands r, about o, to the replica at target and relays its answer. A replica
+// that cannot be reached at all (it died since its last announcement) is passed over: the
+// request is served here, and what o names becomes this replica's, so that the next
+// requests about it do not try the dead one again.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, o owned, target, owner string, body []byte, local http.Handler) {
 	u, err := url.Parse(target)
 	if err != nil {
 		writeError(w, r, kiln.Errorf(kiln.CodeInternal, "replica %s announced a malformed URL %q", owner, target))
@@ -236,6 +240,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, target, owner s
 			if errors.As(err, &op) && op.Op == "dial" {
 				logger(r).Warn("the owner cannot be reached: serving here", "owner", owner, "err", err)
 				info(r).forwardedTo = ""
+				if o.claim {
+					if _, err := s.replicas.Peers.TakeOver(r.Context(), o.key, owner, o.ttl); err != nil {
+						logger(r).Warn("taking over from an unreachable owner failed", "key", o.key, "err", err)
+					}
+				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				local.ServeHTTP(w, r)
 				return

@@ -59,6 +59,16 @@ func (v dirView) Peer(_ context.Context, instance string) (string, error) {
 	return v.d.peers[instance], nil
 }
 
+func (v dirView) TakeOver(_ context.Context, key, gone string, _ time.Duration) (bool, error) {
+	v.d.mu.Lock()
+	defer v.d.mu.Unlock()
+	if v.d.own[key] != gone {
+		return false, nil
+	}
+	v.d.own[key] = v.instance
+	return true, nil
+}
+
 func (v dirView) Release(_ context.Context, key string) error {
 	v.d.mu.Lock()
 	defer v.d.mu.Unlock()
@@ -130,6 +140,9 @@ func TestForwardToOwner(t *testing.T) {
 	resp, out = postJSON(t, srvA.URL+"/exec", `{"code":"x","lang":"py","session_id":"`+sid+`"}`, nil)
 	if resp.StatusCode != http.StatusOK || a.runs() != 1 {
 		t.Fatalf("call through a with b dead: %d %v; a ran %d, want a to serve it", resp.StatusCode, out, a.runs())
+	}
+	if owner := dir.own[sessionKey(sid)]; owner != "a" {
+		t.Errorf("the session is owned by %q after a served it in place of dead b, want a", owner)
 	}
 }
 

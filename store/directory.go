@@ -45,9 +45,20 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `
 
+// KEYS[1] own:<key>; ARGV: the owner that cannot be reached, instance, ttl in ms.
+// Takes the claim over only if the unreachable owner still holds it.
+const luaTakeOver = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+`
+
 var (
-	scriptClaim   = redis.NewScript(luaClaim)
-	scriptRelease = redis.NewScript(luaRelease)
+	scriptTakeOver = redis.NewScript(luaTakeOver)
+	scriptClaim    = redis.NewScript(luaClaim)
+	scriptRelease  = redis.NewScript(luaRelease)
 )
 
 // Directory returns the directory of the replicas sharing this store's Redis server, as
@@ -86,6 +97,16 @@ func (d *Directory) Claim(ctx context.Context, key string, ttl time.Duration) (u
 		return "", "", fmt.Errorf("claim %s: unexpected answer %q", key, res)
 	}
 	return res[1], res[0], nil
+}
+
+// TakeOver makes this replica the owner of key for ttl if gone, an owner this replica
+// could not reach, still holds it; it reports whether it did.
+func (d *Directory) TakeOver(ctx context.Context, key, gone string, ttl time.Duration) (bool, error) {
+	n, err := scriptTakeOver.Run(ctx, d.client, []string{d.prefix + "own:" + key}, gone, d.instance, max(ttl.Milliseconds(), 1)).Int()
+	if err != nil {
+		return false, fmt.Errorf("take over %s: %w", key, err)
+	}
+	return n == 1, nil
 }
 
 // Release gives up this replica's claim of key; another replica's claim stays.

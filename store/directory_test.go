@@ -39,6 +39,19 @@ func TestDirectory(t *testing.T) {
 	if url, _, _ := b.Owner(ctx, "s:1"); url != "http://a:8080" {
 		t.Fatalf("b released a's claim: owner now %q", url)
 	}
+	// b could not reach a: it takes over what a holds, and only that.
+	if _, _, err := a.Claim(ctx, "s:3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.TakeOver(ctx, "s:3", "a", time.Minute); err != nil || !ok {
+		t.Fatalf("b takes over s:3 from a: %v %v", ok, err)
+	}
+	if ok, _ := a.TakeOver(ctx, "s:3", "c", time.Minute); ok {
+		t.Error("a took over from c a key c does not hold")
+	}
+	if url, owner, _ := a.Owner(ctx, "s:3"); owner != "b" || url != "http://b:8080" {
+		t.Errorf("after the take-over a sees s:3 owned by %q at %q, want b", owner, url)
+	}
 	// a withdraws (a drain): its claims count for nothing.
 	if err := a.Withdraw(ctx); err != nil {
 		t.Fatal(err)

@@ -26,3 +26,12 @@ func (r *Redis) KeyTTLs(ctx context.Context) (map[string]time.Duration, error) {
 	}
 	return ttls, nil
 }
+
+// SweepObjects runs the sweep of unreferenced objects now, over objects written before
+// olderThan.
+func (r *Redis) SweepObjects(ctx context.Context, olderThan time.Time) (int, error) {
+	return r.sweepObjects(ctx, olderThan)
+}
+
+// SHA256Hex is the store's hash of a blob, as object keys carry it.
+func SHA256Hex(b []byte) string { return sha256Hex(b) }

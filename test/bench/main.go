@@ -36,6 +36,7 @@ func main() {
 		before  = flag.String("before", "", "an older kiln binary: measure it against this tree's kiln, side by side (with -before-image), then the floor")
 		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
 		abCalls = flag.Int("before-calls", 10, "calls per row and build in the -before comparison")
+		onlyR   = flag.Bool("replicas-only", false, "measure only the replicas rows: a live session's calls sent to its replica and forwarded by another")
 		onlyK   = flag.Bool("k8s-only", false, "measure only the Kubernetes phase: kiln with RUNTIME=kubernetes on the cluster of $KUBECONFIG, its floor on bare Pods, sandbox starts on both runtimes")
 	)
 	flag.Parse()
@@ -58,6 +59,9 @@ func main() {
 	res := newResults()
 	dockerKilns()
 	switch {
+	case *onlyR:
+		res.Meta.Target = "two kiln replicas on one Redis started by the benchmark (kilntest), loopback"
+		err = b.replicaPhase(ctx, res)
 	case *onlyK:
 		res.Meta.Target = "kiln on Kubernetes started by the benchmark (kilntest), loopback; the floor on bare Pods"
 		err = b.kubePhase(ctx, res, true)
@@ -81,7 +85,7 @@ func main() {
 	if rerr := os.RemoveAll(tmp); rerr != nil {
 		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
-	res.Ratios = append(ratios(res), kubeRatios(res)...)
+	res.Ratios = append(append(ratios(res), kubeRatios(res)...), replicaRatios(res)...)
 	res.Breakdown = append(breakdown(res), kubeBreakdown(res)...)
 	if err != nil {
 		log.Printf("bench: %v", err)
@@ -232,6 +236,10 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 		}
 		res.Preload = append(res.Preload, preloadRow(set.name, srv.Logs(), rate, first))
 		stop(srv)
+	}
+	log.Printf("replicas: a live session's calls, direct and forwarded")
+	if err := b.replicaPhase(ctx, res); err != nil {
+		return err
 	}
 	return b.kubePhase(ctx, res, false)
 }

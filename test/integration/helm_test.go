@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// The Helm chart, installed into the test cluster: the API server takes every object, and
+// kiln, holding nothing but the rights of the chart's ServiceAccount and behind the
+// chart's NetworkPolicy, serves a session in the release's namespace. The Deployment is
+// installed with no replica: its image is not on the node, and the cluster has no Pod
+// network for kiln itself (kiln runs outside it, acting as the ServiceAccount, as in
+// TestShippedManifests). Rendering and linting are checked in test/helm.
+func TestHelmChartInstalls(t *testing.T) {
+	if !kilntest.OnKubernetes() {
+		t.Skip("the chart is installed on Kubernetes: this test runs in make test-k8s (test/helm renders and lints it everywhere)")
+	}
+	const ns, release = "kiln-helm", "kiln"
+	helm := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kilntest.Helm(t), args...)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := kilntest.Kubectl(args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	chart := filepath.Join(kilntest.Root(), "deploy", "helm", "kiln")
+	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "60s",
+		"--set", "replicaCount=0", "--set", "auth.apiKeys={helm-test-key}", "--set", "sandbox.pools=python:1")
+	t.Cleanup(func() {
+		cmd := exec.Command(kilntest.Helm(t), "uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("helm uninstall: %v\n%s", err, out)
+		}
+		kilntest.Kubectl("delete", "namespace", ns, "--wait=false")
+	})
+	if got := kubectl("get", "deployment", "kiln", "--namespace", ns, "--output", "jsonpath={.spec.template.spec.serviceAccountName}"); got != "kiln" {
+		t.Errorf("the Deployment runs as %q", got)
+	}
+	kubectl("get", "networkpolicy", "kiln-sandboxes-deny-all", "--namespace", ns)
+	kubectl("get", "poddisruptionbudget", "kiln", "--namespace", ns)
+
+	sa := "system:serviceaccount:" + ns + ":kiln"
+	for _, c := range []struct{ verb, resource, subresource, want string }{
+		{"create", "pods", "", "yes"},
+		{"watch", "pods", "", "yes"},
+		{"create", "pods", "exec", "yes"},
+		{"get", "networkpolicies.networking.k8s.io", "", "yes"},
+		{"get", "secrets", "", "no"},
+		{"create", "pods", "attach", "no"},
+	} {
+		args := []string{"auth", "can-i", c.verb, c.resource, "--as", sa, "--namespace", ns}
+		if c.subresource != "" {
+			args = append(args, "--subresource", c.subresource)
+		}
+		out, _ := kilntest.Kubectl(args...)
+		if f := strings.Fields(out); len(f) == 0 || f[len(f)-1] != c.want {
+			t.Errorf("may the chart's ServiceAccount %s %s %s? %q, want %q", c.verb, c.resource, c.subresource, out, c.want)
+		}
+	}
+
+	// kiln with the chart's settings and nothing but its ServiceAccount's rights.
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	raw := kubectl("config", "view", "--raw", "--minify", "--flatten")
+	acting := strings.Replace(raw, "\n  user:\n", "\n  user:\n    as: "+sa+"\n", 1)
+	if acting == raw {
+		t.Fatalf("no user entry to act as %s in the kubeconfig", sa)
+	}
+	if err := os.WriteFile(kc, []byte(acting), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kilntest.Start(kilntest.Options{Key: "helm-test-key", Env: []string{"KUBECONFIG=" + kc, "KUBE_NAMESPACE=" + ns,
+		"POOL_SIZE=1", "API_KEYS=helm-test-key", "DATA_DIR=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Stop(60 * time.Second); err != nil {
+			t.Errorf("stopping kiln: %v", err)
+		}
+	}()
+	res := runOn(t, s, map[string]any{"code": "import numpy as np\nprint(int(np.arange(100_000).sum()))"})
+	if res.Status != "ok" || res.Stdout != "4999950000\n" {
+		t.Errorf("a run in the chart's namespace: %s %q %q", res.Status, res.Stdout, res.Stderr)
+	}
+}
