@@ -1,9 +1,11 @@
-// Package replicas runs three kiln replicas on one Redis behind a round-robin proxy of
-// the test's own, as an operator runs them behind a load balancer, and checks that any
-// replica answers any request: a live session's calls, a stream's cancel, a
-// programmatic run's continuation and cancel, an MCP session's messages; that a replica
-// killed with SIGKILL loses nothing that was answered; and that a forged forward is
-// refused.
+// Package replicas runs three kiln replicas on one Redis, with their files in an S3
+// bucket (versitygw), behind a round-robin proxy of the test's own, as an operator runs
+// them behind a load balancer, and checks that any replica answers any request: a live
+// session's calls, a stream's cancel, a programmatic run's continuation and cancel, an
+// MCP session's messages, files written through one and read through another; that a
+// replica killed with SIGKILL loses nothing that was answered; that a forged forward is
+// refused; and, under steady traffic, that killing a replica and restarting Redis and
+// the object store never hands a session an older value.
 package replicas
 
 import (
@@ -27,6 +29,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
@@ -43,7 +46,8 @@ func TestMain(m *testing.M) {
 // cluster is three replicas and the proxy in front of them.
 type cluster struct {
 	t        *testing.T
-	redis    string
+	redis    *kilntest.DurableRedis
+	s3       *kilntest.S3
 	secret   string
 	mu       sync.Mutex
 	replicas []*kilntest.Server
@@ -55,7 +59,7 @@ type cluster struct {
 // startCluster starts n replicas sharing a Redis and a peer secret, each announcing the
 // loopback URL it listens on, and a proxy that hands each request to the next replica.
 func startCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, redis: kilntest.StartRedis(t)}
+	c := &cluster{t: t, redis: kilntest.StartDurableRedis(t), s3: kilntest.StartS3(t)}
 	secret := make([]byte, 24)
 	_, _ = rand.Read(secret)
 	c.secret = hex.EncodeToString(secret)
@@ -103,7 +107,9 @@ func startCluster(t *testing.T, n int) *cluster {
 
 // start runs replica i; instance, when given, is the id it had before a restart.
 func (c *cluster) start(i int, instance string) (*kilntest.Server, error) {
-	env := []string{"POOL_SIZE=1", "REDIS_URL=" + c.redis, "API_KEYS=" + key, "QUEUE_TIMEOUT_SECONDS=90",
+	env := []string{"POOL_SIZE=1", "REDIS_URL=" + c.redis.URL, "API_KEYS=" + key, "QUEUE_TIMEOUT_SECONDS=90",
+		"S3_ENDPOINT=" + c.s3.Endpoint, "S3_BUCKET=kiln", "S3_PATH_STYLE=true", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=" + c.s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + c.s3.SecretKey,
 		"LISTEN_ADDR=127.0.0.1:" + c.ports[i], "ADVERTISE_URL=http://127.0.0.1:" + c.ports[i], "PEER_SECRET=" + c.secret}
 	if instance != "" {
 		env = append(env, "INSTANCE_ID="+instance)
@@ -116,6 +122,21 @@ func tail(s string) string { return s[max(0, len(s)-6000):] }
 // post sends a JSON body to base+path with the key and decodes the JSON answer.
 func post(t *testing.T, base, path string, body any, header http.Header, out any) int {
 	t.Helper()
+	code, raw, err := tryPost(base, path, body, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("POST %s%s: status %d, undecodable %q", base, path, code, raw)
+		}
+	}
+	return code
+}
+
+// tryPost sends a JSON body to base+path with the key and returns the answer's status
+// and body.
+func tryPost(base, path string, body any, header http.Header) (int, []byte, error) {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
@@ -125,16 +146,11 @@ func post(t *testing.T, base, path string, body any, header http.Header, out any
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s%s: %v", base, path, err)
+		return 0, nil, fmt.Errorf("POST %s%s: %v", base, path, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("POST %s%s: status %d, undecodable %q", base, path, resp.StatusCode, raw)
-		}
-	}
-	return resp.StatusCode
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw, err
 }
 
 func exec(t *testing.T, base string, body map[string]any) kilntest.ExecResponse {
@@ -312,6 +328,44 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("a file written through one replica is read through another, from the bucket", func(t *testing.T) {
+		res := exec(t, r[1].URL, map[string]any{"code": "import pandas as pd, numpy as np\n" +
+			"df = pd.DataFrame({'i': np.arange(60000), 'sq': np.arange(60000) ** 2})\n" +
+			"df.to_csv('/mnt/data/squares.csv', index=False)\nlen(df)"})
+		if res.Status != "ok" || len(res.Files) != 1 || res.Files[0].Size < 64<<10 {
+			t.Fatalf("writing the file: %s %+v stderr %q", res.Status, res.Files, res.Stderr)
+		}
+		f := res.Files[0]
+		req, _ := http.NewRequest(http.MethodGet, r[2].URL+"/download/"+res.SessionID+"/"+f.ID, nil)
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		if resp.StatusCode != http.StatusOK || int64(len(body)) != f.Size || len(lines) != 60001 || lines[60000] != "59999,3599880001" {
+			t.Fatalf("download through replica 2: %d, %d bytes of %d, %d lines", resp.StatusCode, len(body), f.Size, len(lines))
+		}
+		bucket, err := objstore.Open(t.Context(), objstore.Config{Endpoint: c.s3.Endpoint, Bucket: "kiln", Region: "us-east-1",
+			AccessKey: c.s3.AccessKey, SecretKey: c.s3.SecretKey, PathStyle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := bucket.List(t.Context(), "files/"+res.SessionID+"/"+f.ID+"/", time.Now().Add(time.Hour)); err != nil || len(keys) != 1 {
+			t.Errorf("the file's objects in the bucket: %v %v, want one", keys, err)
+		}
+		if keys, _ := bucket.List(t.Context(), "state/"+res.SessionID+"/", time.Now().Add(time.Hour)); len(keys) != 1 {
+			t.Errorf("the session's state objects in the bucket: %v, want one", keys)
+		}
+		// The session goes on through the third replica, in its live interpreter.
+		again := exec(t, r[0].URL, map[string]any{"session_id": res.SessionID, "code": "int(pd.read_csv('/mnt/data/squares.csv').sq.sum() == df.sq.sum())"})
+		if kilntest.Str(again.Result) != "1" || again.RuntimeStatus != "reused" {
+			t.Errorf("through replica 0: %s (%s) stderr %q", kilntest.Str(again.Result), again.RuntimeStatus, again.Stderr)
+		}
+	})
+
 	t.Run("a forged forward is refused", func(t *testing.T) {
 		var e kilntest.ErrorBody
 		code := post(t, r[0].URL, "/exec", map[string]any{"code": "1"}, http.Header{
@@ -371,6 +425,95 @@ func TestReplicas(t *testing.T) {
 		res = exec(t, c.proxy.URL, map[string]any{"session_id": sid, "code": "len(df)"})
 		if kilntest.Str(res.Result) != "20000" {
 			t.Errorf("after the restart, through the proxy: %s", kilntest.Str(res.Result))
+		}
+	})
+
+	// Steady traffic through the proxy, three sessions each counting its calls, while a
+	// replica is killed and comes back, then the object store and Redis restart. A call
+	// may fail while a part is down, with an error; an answered one never shows an older
+	// count than an earlier answer, and each session ends with every answered call kept.
+	t.Run("a replica killed, the object store and Redis restarted, under traffic", func(t *testing.T) {
+		type tally struct {
+			sid              string
+			answered, failed int
+			last             int
+			errs             []string
+		}
+		tallies := make([]*tally, 3)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range tallies {
+			first := exec(t, c.proxy.URL, map[string]any{"code": "n = 0\nn"})
+			tallies[w] = &tally{sid: first.SessionID}
+			wg.Add(1)
+			go func(tl *tally) {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var res kilntest.ExecResponse
+					code, raw, err := tryPost(c.proxy.URL, "/exec", map[string]any{"session_id": tl.sid,
+						"code": "n += 1\nopen('/mnt/data/n.txt', 'w').write(str(n))\nn"}, nil)
+					if err == nil && code == http.StatusOK {
+						err = json.Unmarshal(raw, &res)
+					}
+					var n int
+					if err == nil && code == http.StatusOK && res.Status == "ok" {
+						if _, err := fmt.Sscan(kilntest.Str(res.Result), &n); err == nil {
+							if n <= tl.last {
+								tl.errs = append(tl.errs, fmt.Sprintf("an answer of %d after one of %d", n, tl.last))
+							}
+							tl.last = n
+							tl.answered++
+							continue
+						}
+					}
+					tl.failed++
+					time.Sleep(200 * time.Millisecond)
+				}
+			}(tallies[w])
+		}
+		step := func(what string, do func() error) {
+			time.Sleep(4 * time.Second)
+			t.Logf("%s", what)
+			if err := do(); err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		step("killing replica 1", func() error {
+			c.replicas[1].Kill()
+			return nil
+		})
+		step("restarting replica 1", func() error {
+			back, err := c.start(1, c.replicas[1].Instance)
+			if err == nil {
+				c.mu.Lock()
+				c.replicas[1] = back
+				c.mu.Unlock()
+			}
+			return err
+		})
+		step("restarting the object store", c.s3.Restart)
+		step("restarting Redis", c.redis.Restart)
+		time.Sleep(6 * time.Second)
+		close(stop)
+		wg.Wait()
+		for i, tl := range tallies {
+			t.Logf("session %d: %d answered, %d failed, last %d", i, tl.answered, tl.failed, tl.last)
+			for _, e := range tl.errs {
+				t.Errorf("session %d: %s", i, e)
+			}
+			if tl.answered < 10 {
+				t.Errorf("session %d: only %d calls answered", i, tl.answered)
+			}
+			end := exec(t, c.proxy.URL, map[string]any{"session_id": tl.sid, "code": "n, int(open('/mnt/data/n.txt').read())"})
+			var n, inFile int
+			if _, err := fmt.Sscanf(kilntest.Str(end.Result), "(%d, %d)", &n, &inFile); err != nil || n < tl.last || n > tl.last+tl.failed || inFile != n {
+				t.Errorf("session %d after the soak: %s, want its count (and file) at least the last answer %d, at most %d", i, kilntest.Str(end.Result), tl.last, tl.last+tl.failed)
+			}
 		}
 	})
 }
