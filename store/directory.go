@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,27 +15,35 @@ import (
 // what each of them owns: a live session, a run under way, an MCP session. Keys, under
 // the store's prefix:
 //
-//	peer:<instance>   the URL the replica is reached at (its ADVERTISE_URL); expires
-//	                  unless the replica announces itself again
+//	peer:<instance>   the URL the replica is reached at (its ADVERTISE_URL), after
+//	                  "draining " while it drains; expires unless the replica
+//	                  announces itself again
 //	own:<key>         the instance that owns <key>; expires unless claimed again
 //
 // An owner whose peer key has expired is gone: its claims count for nothing, and the
-// next replica to claim them takes them over.
+// next replica to claim them takes them over. A draining owner keeps what it runs (its
+// runs' continuations and cancels still reach it) but gives its sessions up to the next
+// claimer.
 type Directory struct {
 	client   *redis.Client
 	prefix   string
 	instance string
 	url      string
+	draining atomic.Bool
 }
+
+// drainingMark starts the announcement of a draining replica.
+const drainingMark = "draining "
 
 // The claim of an owned key, in one step: it stays with a live other replica, or
 // becomes this one's. KEYS[1] own:<key>; ARGV: instance, ttl in ms, the peer key prefix.
-// It answers {owner, url}: url is empty when the owner is the caller.
+// It answers {owner, url}: url is empty when the owner is the caller. A draining
+// owner's claim passes to the caller.
 const luaClaim = `
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then
   local url = redis.call('GET', ARGV[3] .. cur)
-  if url then return {cur, url} end
+  if url and string.sub(url, 1, 9) ~= 'draining ' then return {cur, url} end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {ARGV[1], ''}
@@ -55,7 +65,16 @@ end
 return 0
 `
 
+// KEYS[1] peer:<instance>; ARGV: its URL, and that URL marked draining. Deletes the
+// announcement only if it is the caller's.
+const luaWithdraw = `
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] or v == ARGV[2] then return redis.call('DEL', KEYS[1]) end
+return 0
+`
+
 var (
+	scriptWithdraw = redis.NewScript(luaWithdraw)
 	scriptTakeOver = redis.NewScript(luaTakeOver)
 	scriptClaim    = redis.NewScript(luaClaim)
 	scriptRelease  = redis.NewScript(luaRelease)
@@ -67,19 +86,30 @@ func (r *Redis) Directory(instance, url string) *Directory {
 	return &Directory{client: r.client, prefix: r.prefix, instance: instance, url: url}
 }
 
-// Announce says that this replica is up and reached at its URL, for ttl.
+// Announce says that this replica is up and reached at its URL, for ttl; once Drain
+// has been called, that it drains.
 func (d *Directory) Announce(ctx context.Context, ttl time.Duration) error {
-	if err := d.client.Set(ctx, d.prefix+"peer:"+d.instance, d.url, ttl).Err(); err != nil {
+	value := d.url
+	if d.draining.Load() {
+		value = drainingMark + d.url
+	}
+	if err := d.client.Set(ctx, d.prefix+"peer:"+d.instance, value, ttl).Err(); err != nil {
 		return fmt.Errorf("announce replica: %w", err)
 	}
 	return nil
 }
 
-// Withdraw says that this replica no longer takes work: its claims count for nothing
-// from now on. An announcement with another URL (the instance id restarted elsewhere)
-// stays.
+// Drain says, from now on, that this replica drains: its sessions go to the next
+// replica that claims them, while its runs finish here.
+func (d *Directory) Drain(ctx context.Context, ttl time.Duration) error {
+	d.draining.Store(true)
+	return d.Announce(ctx, ttl)
+}
+
+// Withdraw says that this replica is gone: its claims count for nothing from now on.
+// An announcement with another URL (the instance id restarted elsewhere) stays.
 func (d *Directory) Withdraw(ctx context.Context) error {
-	if err := scriptRelease.Run(ctx, d.client, []string{d.prefix + "peer:" + d.instance}, d.url).Err(); err != nil {
+	if err := scriptWithdraw.Run(ctx, d.client, []string{d.prefix + "peer:" + d.instance}, d.url, drainingMark+d.url).Err(); err != nil {
 		return fmt.Errorf("withdraw replica: %w", err)
 	}
 	return nil
@@ -134,7 +164,7 @@ func (d *Directory) Owner(ctx context.Context, key string) (url, owner string, e
 	return url, owner, err
 }
 
-// Peer returns the URL of the replica instance, or "" when it is not up.
+// Peer returns the URL of the replica instance, draining or not, or "" when it is not up.
 func (d *Directory) Peer(ctx context.Context, instance string) (string, error) {
 	url, err := d.client.Get(ctx, d.prefix+"peer:"+instance).Result()
 	if errors.Is(err, redis.Nil) {
@@ -143,5 +173,5 @@ func (d *Directory) Peer(ctx context.Context, instance string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("replica %s: %w", instance, err)
 	}
-	return url, nil
+	return strings.TrimPrefix(url, drainingMark), nil
 }

@@ -52,15 +52,28 @@ func TestDirectory(t *testing.T) {
 	if url, owner, _ := a.Owner(ctx, "s:3"); owner != "b" || url != "http://b:8080" {
 		t.Errorf("after the take-over a sees s:3 owned by %q at %q, want b", owner, url)
 	}
-	// a withdraws (a drain): its claims count for nothing.
+	// a drains: its sessions pass to the next claimer, and it is still reached for
+	// what it runs; once withdrawn, it is gone.
+	if _, _, err := a.Claim(ctx, "x:run", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Drain(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if url, owner, err := b.Claim(ctx, "s:1", time.Minute); err != nil || url != "" || owner != "b" {
+		t.Fatalf("b claims a draining replica's session: %q %q %v, want it b's", url, owner, err)
+	}
+	if url, owner, _ := b.Owner(ctx, "x:run"); url != "http://a:8080" || owner != "a" {
+		t.Errorf("a draining replica's run is seen at %q (%q), want a's URL", url, owner)
+	}
+	if p, _ := b.Peer(ctx, "a"); p != "http://a:8080" {
+		t.Errorf("a draining replica is reached at %q", p)
+	}
 	if err := a.Withdraw(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if url, _, _ := b.Owner(ctx, "s:1"); url != "" {
-		t.Fatalf("a withdrew, and b still sees it own s:1 at %q", url)
-	}
-	if url, owner, err := b.Claim(ctx, "s:1", time.Minute); err != nil || url != "" || owner != "b" {
-		t.Fatalf("b claims a withdrawn replica's key: %q %q %v", url, owner, err)
+	if url, _, _ := b.Owner(ctx, "x:run"); url != "" {
+		t.Fatalf("a withdrew, and b still sees it own x:run at %q", url)
 	}
 	if p, _ := b.Peer(ctx, "a"); p != "" {
 		t.Errorf("a withdrawn replica still has a URL: %q", p)

@@ -37,10 +37,8 @@ type Main struct {
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
-	// directory is where replicas find each other; nil for a lone kiln. Once withdrawn
-	// (Close), this replica no longer announces itself.
+	// directory is where replicas find each other; nil for a lone kiln.
 	directory *store.Directory
-	withdrawn atomic.Bool
 	bg        sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx     context.Context    // governs them
 	stopBg    context.CancelFunc // stops them
@@ -227,12 +225,12 @@ func (m *Main) Close(ctx context.Context) error {
 			// the grace.
 			m.server.SetKeepAlivesEnabled(false)
 			if m.directory != nil {
-				m.withdrawn.Store(true)
-				// The other replicas stop sending work here: what this one holds is
-				// served by them from the store from now on.
+				// The other replicas stop sending sessions here (they resume them from
+				// the store), while this one's runs still get their continuations and
+				// cancels until they end.
 				wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := m.directory.Withdraw(wctx); err != nil {
-					m.log.Warn("withdrawing from the replica directory failed", "err", err)
+				if err := m.directory.Drain(wctx, announceTTL); err != nil {
+					m.log.Warn("announcing the drain failed", "err", err)
 				}
 				wcancel()
 			}
@@ -253,6 +251,13 @@ func (m *Main) Close(ctx context.Context) error {
 		if m.stopBg != nil {
 			m.stopBg()
 			m.bg.Wait()
+		}
+		if m.directory != nil {
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := m.directory.Withdraw(wctx); err != nil {
+				m.log.Warn("withdrawing from the replica directory failed", "err", err)
+			}
+			wcancel()
 		}
 		if m.live != nil {
 			m.live.Close() // every call has ended: their sessions' sandboxes go back to their pools
@@ -330,9 +335,6 @@ func (m *Main) replicas() api.Replicas {
 	}
 	m.directory = rs.Directory(cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
 	announce := func(ctx context.Context) {
-		if m.withdrawn.Load() {
-			return
-		}
 		if err := m.directory.Announce(ctx, announceTTL); err != nil {
 			m.log.Warn("announcing this replica failed", "err", err)
 		}

@@ -328,6 +328,22 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 
+	// The clients' own suites, through the round-robin proxy: LibreChat's programmatic
+	// tool calling (each continuation may land on any replica), and the MCP TypeScript
+	// SDK (each message may).
+	t.Run("LibreChat's programmatic client through the proxy", func(t *testing.T) {
+		kilntest.NodeTest(t, "test/ptc/node", "ptc.test.mjs", "@librechat/agents", "test-ptc-deps",
+			"KILN_URL="+c.proxy.URL, "KILN_API_KEY="+key)
+	})
+	t.Run("the MCP TypeScript SDK through the proxy", func(t *testing.T) {
+		bin, err := kilntest.Binary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kilntest.NodeTest(t, "test/mcp/node", "kiln-mcp.test.mjs", "@modelcontextprotocol/sdk", "test-mcp-deps",
+			"KILN_URL="+c.proxy.URL, "KILN_API_KEY="+key, "KILN_BIN="+bin)
+	})
+
 	t.Run("a file written through one replica is read through another, from the bucket", func(t *testing.T) {
 		res := exec(t, r[1].URL, map[string]any{"code": "import pandas as pd, numpy as np\n" +
 			"df = pd.DataFrame({'i': np.arange(60000), 'sq': np.arange(60000) ** 2})\n" +
@@ -374,6 +390,43 @@ func TestReplicas(t *testing.T) {
 		if code != http.StatusUnauthorized || !strings.Contains(e.Message, "impostor") {
 			t.Errorf("forged peer request: %d %+v, want 401 naming the claimed replica", code, e)
 		}
+	})
+
+	// Replica 2 drains (SIGTERM, as in a rolling update) while it holds a paused run and
+	// a live session: the run's continuation still reaches it and completes; the
+	// session's next call resumes on another replica from the store.
+	t.Run("a draining replica finishes its runs and gives its sessions up", func(t *testing.T) {
+		held := exec(t, r[2].URL, map[string]any{"code": "import numpy as np\nw = np.arange(30000) * 3\nint(w.sum())"})
+		var a ptcAnswer
+		if code := post(t, r[2].URL, "/exec/programmatic", map[string]any{"code": "r = await fetch()\nprint('after the drain:', r)", "tools": []any{tool}}, nil, &a); code != http.StatusOK || a.Status != "tool_call_required" {
+			t.Fatalf("start on replica 2: %d %+v", code, a)
+		}
+		draining := r[2]
+		stopped := make(chan error, 1)
+		go func() { stopped <- draining.Stop(90 * time.Second) }()
+		kilntest.WaitFor(t, 10*time.Second, "replica 2 to announce its drain", func() bool {
+			return strings.Contains(draining.Logs(), "waiting for in-flight executions")
+		})
+		var end ptcAnswer
+		code := post(t, r[0].URL, "/exec/programmatic", map[string]any{"continuation_token": a.ContinuationToken,
+			"tool_results": []any{map[string]any{"call_id": a.ToolCalls[0].ID, "result": "kept"}}}, nil, &end)
+		if code != http.StatusOK || end.Status != "completed" || end.Stdout != "after the drain: kept\n" {
+			t.Errorf("continuation through replica 0 while replica 2 drains: %d %+v", code, end)
+		}
+		res := exec(t, r[1].URL, map[string]any{"session_id": held.SessionID, "code": "int(w.sum())"})
+		if kilntest.Str(res.Result) != kilntest.Str(held.Result) || res.RuntimeStatus != "resumed" {
+			t.Errorf("the draining replica's session through replica 1: %s (%s), want %s resumed", kilntest.Str(res.Result), res.RuntimeStatus, kilntest.Str(held.Result))
+		}
+		if err := <-stopped; err != nil {
+			t.Errorf("replica 2 did not stop cleanly: %v", err)
+		}
+		back, err := c.start(2, draining.Instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.replicas[2] = back
+		c.mu.Unlock()
 	})
 
 	// Replica 0 owns the session and a paused run; it dies. The session resumes on
