@@ -57,34 +57,17 @@ func TestHelmChartInstalls(t *testing.T) {
 	kubectl("get", "poddisruptionbudget", "kiln", "--namespace", ns)
 
 	sa := "system:serviceaccount:" + ns + ":kiln"
-	for _, c := range []struct{ verb, resource, subresource, want string }{
-		{"create", "pods", "", "yes"},
-		{"watch", "pods", "", "yes"},
-		{"create", "pods", "exec", "yes"},
-		{"get", "networkpolicies.networking.k8s.io", "", "yes"},
-		{"get", "secrets", "", "no"},
-		{"create", "pods", "attach", "no"},
-	} {
-		args := []string{"auth", "can-i", c.verb, c.resource, "--as", sa, "--namespace", ns}
-		if c.subresource != "" {
-			args = append(args, "--subresource", c.subresource)
-		}
-		out, _ := kilntest.Kubectl(args...)
-		if f := strings.Fields(out); len(f) == 0 || f[len(f)-1] != c.want {
-			t.Errorf("may the chart's ServiceAccount %s %s %s? %q, want %q", c.verb, c.resource, c.subresource, out, c.want)
-		}
-	}
+	checkRights(t, sa, []right{
+		{"create", "pods", "", ns, "yes"},
+		{"watch", "pods", "", ns, "yes"},
+		{"create", "pods", "exec", ns, "yes"},
+		{"get", "networkpolicies.networking.k8s.io", "", ns, "yes"},
+		{"get", "secrets", "", ns, "no"},
+		{"create", "pods", "attach", ns, "no"},
+	})
 
 	// kiln with the chart's settings and nothing but its ServiceAccount's rights.
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	raw := kubectl("config", "view", "--raw", "--minify", "--flatten")
-	acting := strings.Replace(raw, "\n  user:\n", "\n  user:\n    as: "+sa+"\n", 1)
-	if acting == raw {
-		t.Fatalf("no user entry to act as %s in the kubeconfig", sa)
-	}
-	if err := os.WriteFile(kc, []byte(acting), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := actingAs(t, sa)
 	s, err := kilntest.Start(kilntest.Options{Key: "helm-test-key", Env: []string{"KUBECONFIG=" + kc, "KUBE_NAMESPACE=" + ns,
 		"POOL_SIZE=1", "API_KEYS=helm-test-key", "DATA_DIR=" + t.TempDir()}})
 	if err != nil {

@@ -38,10 +38,7 @@ func TestShippedManifests(t *testing.T) {
 	kubectl("apply", "--namespace", "kiln", "--dry-run=server", "--filename", filepath.Join(dir, "deployment.yaml"))
 
 	const sa = "system:serviceaccount:kiln:kiln"
-	for _, c := range []struct {
-		verb, resource, subresource, namespace string
-		want                                   string
-	}{
+	checkRights(t, sa, []right{
 		{"create", "pods", "", "kiln", "yes"},
 		{"delete", "pods", "", "kiln", "yes"},
 		{"create", "pods", "exec", "kiln", "yes"},
@@ -53,32 +50,10 @@ func TestShippedManifests(t *testing.T) {
 		{"update", "pods", "", "kiln", "no"},
 		{"create", "pods", "", "default", "no"},
 		{"list", "nodes", "", "kiln", "no"},
-	} {
-		args := []string{"auth", "can-i", c.verb, c.resource, "--as", sa, "--namespace", c.namespace} // the last --namespace wins
-		if c.subresource != "" {
-			args = append(args, "--subresource", c.subresource)
-		}
-		out, _ := kilntest.Kubectl(args...) // exit status 1 means "no"
-		lines := strings.Fields(out)        // a warning may come first (nodes are not namespaced)
-		if len(lines) == 0 || lines[len(lines)-1] != c.want {
-			t.Errorf("may kiln's ServiceAccount %s %s %s in %q? %q, want %q", c.verb, c.resource, c.subresource, c.namespace, out, c.want)
-		}
-	}
+	})
 
 	// A kubeconfig of the test cluster whose user acts as kiln's ServiceAccount.
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	raw := kubectl("config", "view", "--raw", "--minify", "--flatten")
-	// The one user's credentials, and "as" beside them (kubectl config set cannot set it).
-	acting := strings.Replace(raw, "\n  user:\n", "\n  user:\n    as: "+sa+"\n", 1)
-	if acting == raw {
-		t.Fatalf("no user entry to act as %s in the kubeconfig:\n%s", sa, raw)
-	}
-	if err := os.WriteFile(kc, []byte(acting), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if who := kubectl("--kubeconfig", kc, "auth", "whoami", "--output", "jsonpath={.status.userInfo.username}"); who != sa {
-		t.Fatalf("the kubeconfig acts as %q, want %s", who, sa)
-	}
+	kc := actingAs(t, sa)
 
 	s, err := kilntest.Start(kilntest.Options{Env: []string{"KUBECONFIG=" + kc, "KUBE_NAMESPACE=kiln", "POOL_SIZE=1",
 		"DATA_DIR=" + t.TempDir()}})
@@ -103,5 +78,48 @@ func TestShippedManifests(t *testing.T) {
 	}
 	if pods := kubectl("get", "pods", "--namespace", "kiln", "--selector", "kiln.managed=true", "--output", "name"); strings.Count(pods, "pod/") < 1 {
 		t.Errorf("no sandbox Pod in kiln's namespace while it serves: %q", pods)
+	}
+}
+
+// actingAs writes a kubeconfig of the test cluster whose user acts as sa (a
+// ServiceAccount's user name) and returns its path.
+func actingAs(t *testing.T, sa string) string {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	raw, err := kilntest.Kubectl("config", "view", "--raw", "--minify", "--flatten")
+	if err != nil {
+		t.Fatalf("kubectl config view: %v: %s", err, raw)
+	}
+	// The one user's credentials, and "as" beside them (kubectl config set cannot set it).
+	acting := strings.Replace(raw, "\n  user:\n", "\n  user:\n    as: "+sa+"\n", 1)
+	if acting == raw {
+		t.Fatalf("no user entry to act as %s in the kubeconfig:\n%s", sa, raw)
+	}
+	if err := os.WriteFile(kc, []byte(acting), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if who, err := kilntest.Kubectl("--kubeconfig", kc, "auth", "whoami", "--output", "jsonpath={.status.userInfo.username}"); err != nil || who != sa {
+		t.Fatalf("the kubeconfig acts as %q (%v), want %s", who, err, sa)
+	}
+	return kc
+}
+
+// right is a question to the API server's authorizer: may the user verb the resource
+// (and subresource) in namespace; want is kubectl's answer, yes or no.
+type right struct{ verb, resource, subresource, namespace, want string }
+
+// checkRights asks the authorizer each question as sa.
+func checkRights(t *testing.T, sa string, rights []right) {
+	t.Helper()
+	for _, c := range rights {
+		args := []string{"auth", "can-i", c.verb, c.resource, "--as", sa, "--namespace", c.namespace} // the last --namespace wins
+		if c.subresource != "" {
+			args = append(args, "--subresource", c.subresource)
+		}
+		out, _ := kilntest.Kubectl(args...) // exit status 1 means "no"
+		lines := strings.Fields(out)        // a warning may come first (nodes are not namespaced)
+		if len(lines) == 0 || lines[len(lines)-1] != c.want {
+			t.Errorf("may %s %s %s %s in %q? %q, want %q", sa, c.verb, c.resource, c.subresource, c.namespace, out, c.want)
+		}
 	}
 }

@@ -1,30 +1,19 @@
 package kilntest
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 )
 
 // S3 is a versitygw server that a test started: an S3-compatible service over a folder.
+// Restart kills it and starts it again on the same port and folder.
 type S3 struct {
 	Endpoint             string // http://127.0.0.1:<port>
 	AccessKey, SecretKey string
-
-	t    testing.TB
-	bin  string
-	port string
-	dir  string
-	log  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	daemon
 }
 
 // versitygwVersion is the version deploy/ensure-versitygw.sh builds.
@@ -39,69 +28,15 @@ func StartS3(t testing.TB) *S3 {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("versitygw is not built (%v): run deploy/ensure-versitygw.sh (make s3)", err)
 	}
-	s := &S3{t: t, bin: bin, port: FreePort(t), dir: t.TempDir(), AccessKey: "kilntestaccess", SecretKey: "kilntest-secret-" + randomSuffix()}
-	s.log = filepath.Join(t.TempDir(), "versitygw.log")
-	s.Endpoint = "http://127.0.0.1:" + s.port
+	port := FreePort(t)
+	addr := net.JoinHostPort("127.0.0.1", port)
+	s := &S3{Endpoint: "http://" + addr, AccessKey: "kilntestaccess", SecretKey: "kilntest-secret-" + randomSuffix()}
+	s.daemon = daemon{name: "versitygw", log: filepath.Join(t.TempDir(), "versitygw.log"),
+		args:  []string{bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "posix", t.TempDir()},
+		ready: func(exited <-chan struct{}) error { return listening(addr, exited, 20*time.Second) }}
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
 	return s
-}
-
-func (s *S3) start() error {
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--port", "127.0.0.1:"+s.port, "posix", s.dir)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start versitygw: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		_ = cmd.Wait()
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			out, _ := os.ReadFile(s.log)
-			return fmt.Errorf("versitygw exited at start:\n%s", out)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.port, time.Second); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.Stop()
-	out, _ := os.ReadFile(s.log)
-	return fmt.Errorf("versitygw did not listen on %s within 20 s:\n%s", s.port, out)
-}
-
-// Stop kills the server, if it runs, and waits for it to go. The folder stays.
-func (s *S3) Stop() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// Restart stops the server and starts it again on the same port and folder.
-func (s *S3) Restart() error {
-	s.Stop()
-	return s.start()
 }

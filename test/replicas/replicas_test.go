@@ -117,6 +117,22 @@ func (c *cluster) start(i int, instance string) (*kilntest.Server, error) {
 	return kilntest.Start(kilntest.Options{Key: key, Env: env})
 }
 
+// restart starts replica i again, stopped or killed, under its instance id: it sweeps
+// the sandboxes it left.
+func (c *cluster) restart(i int) error {
+	c.mu.Lock()
+	instance := c.replicas[i].Instance
+	c.mu.Unlock()
+	back, err := c.start(i, instance)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.replicas[i] = back
+	c.mu.Unlock()
+	return nil
+}
+
 func tail(s string) string { return s[max(0, len(s)-6000):] }
 
 // post sends a JSON body to base+path with the key and decodes the JSON answer.
@@ -420,13 +436,9 @@ func TestReplicas(t *testing.T) {
 		if err := <-stopped; err != nil {
 			t.Errorf("replica 2 did not stop cleanly: %v", err)
 		}
-		back, err := c.start(2, draining.Instance)
-		if err != nil {
+		if err := c.restart(2); err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		c.replicas[2] = back
-		c.mu.Unlock()
 	})
 
 	// Replica 0 owns the session and a paused run; it dies. The session resumes on
@@ -463,13 +475,9 @@ func TestReplicas(t *testing.T) {
 			t.Errorf("continuation of the dead replica's run: %d %+v, want 404 saying its replica is gone", code, gone)
 		}
 
-		back, err := c.start(0, dead.Instance)
-		if err != nil {
+		if err := c.restart(0); err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		c.replicas[0] = back
-		c.mu.Unlock()
 		for _, id := range left {
 			if ok, _ := kilntest.SandboxExists(id); ok {
 				t.Errorf("sandbox %s of the killed replica is still there after its restart", id)
@@ -540,15 +548,7 @@ func TestReplicas(t *testing.T) {
 			c.replicas[1].Kill()
 			return nil
 		})
-		step("restarting replica 1", func() error {
-			back, err := c.start(1, c.replicas[1].Instance)
-			if err == nil {
-				c.mu.Lock()
-				c.replicas[1] = back
-				c.mu.Unlock()
-			}
-			return err
-		})
+		step("restarting replica 1", func() error { return c.restart(1) })
 		step("restarting the object store", c.s3.Restart)
 		step("restarting Redis", c.redis.Restart)
 		time.Sleep(6 * time.Second)
