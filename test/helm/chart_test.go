@@ -5,10 +5,8 @@
 package helm
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -21,15 +19,7 @@ import (
 
 var chart = filepath.Join(kilntest.Root(), "deploy", "helm", "kiln")
 
-func helm(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(kilntest.Helm(t), args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
+func helm(t *testing.T, args ...string) (string, error) { return kilntest.RunHelm(t, args...) }
 
 // object is one rendered manifest, as JSON would decode it.
 type object map[string]any

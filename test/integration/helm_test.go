@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,13 +22,11 @@ func TestHelmChartInstalls(t *testing.T) {
 	const ns, release = "kiln-helm", "kiln"
 	helm := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(kilntest.Helm(t), args...)
-		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
+		out, err := kilntest.RunHelm(t, args...)
 		if err != nil {
 			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return out
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
@@ -44,8 +40,7 @@ func TestHelmChartInstalls(t *testing.T) {
 	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "60s",
 		"--set", "replicaCount=0", "--set", "auth.apiKeys={helm-test-key}", "--set", "sandbox.pools=python:1")
 	t.Cleanup(func() {
-		cmd := exec.Command(kilntest.Helm(t), "uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := kilntest.RunHelm(t, "uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s"); err != nil {
 			t.Errorf("helm uninstall: %v\n%s", err, out)
 		}
 		kilntest.Kubectl("delete", "namespace", ns, "--wait=false")
