@@ -211,8 +211,10 @@ func TestCancelStubbornCode(t *testing.T) {
 				t.Fatalf("cancel answered %d, want 202 (events %v)", code, s.names())
 			}
 			done := s.done(t)
-			if d := s.events[len(s.events)-1].At.Sub(at); d > 3*time.Second {
-				t.Errorf("done came %v after the cancel, want within the grace (2 s) + 1 s", d)
+			// The answer follows the kill, but the rest of the call has taken 1.1 s under
+			// gVisor on a loaded machine; code left running would take the whole minute.
+			if d := s.events[len(s.events)-1].At.Sub(at); d > 4*time.Second {
+				t.Errorf("done came %v after the cancel, want within the grace (2 s) + 2 s", d)
 			}
 			if done.Status != "cancelled" || done.ExitCode != 130 || (!tt.inC && !strings.Contains(done.Stdout, "armed")) {
 				t.Errorf("got %s %d %q, want cancelled 130 with the output the stream carried", done.Status, done.ExitCode, done.Stdout)
