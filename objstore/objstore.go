@@ -70,7 +70,14 @@ func Open(ctx context.Context, cfg Config) (*Bucket, error) {
 		return nil, fmt.Errorf("S3 bucket %s at %s: %w", cfg.Bucket, cfg.Endpoint, err)
 	}
 	if !exists {
-		if err := client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region}); err != nil {
+		// Replicas that start together race to create it: one that lost finds it made.
+		err := client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region})
+		if code := minio.ToErrorResponse(err).Code; code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
+			if exists, _ = client.BucketExists(ctx, cfg.Bucket); exists {
+				err = nil
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("S3 bucket %s at %s does not exist, and creating it failed: %w", cfg.Bucket, cfg.Endpoint, err)
 		}
 	}

@@ -348,8 +348,14 @@ func TestReplicas(t *testing.T) {
 	// tool calling (each continuation may land on any replica), and the MCP TypeScript
 	// SDK (each message may).
 	t.Run("LibreChat's programmatic client through the proxy", func(t *testing.T) {
+		c.mu.Lock()
+		urls := make([]string, len(c.replicas))
+		for i, s := range c.replicas {
+			urls[i] = s.URL
+		}
+		c.mu.Unlock()
 		kilntest.NodeTest(t, "test/ptc/node", "ptc.test.mjs", "@librechat/agents", "test-ptc-deps",
-			"KILN_URL="+c.proxy.URL, "KILN_API_KEY="+key)
+			"KILN_URL="+c.proxy.URL, "KILN_API_KEY="+key, "KILN_REPLICA_URLS="+strings.Join(urls, ","))
 	})
 	t.Run("the MCP TypeScript SDK through the proxy", func(t *testing.T) {
 		bin, err := kilntest.Binary()

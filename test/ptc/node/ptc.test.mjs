@@ -2,7 +2,8 @@
 // client: the Python and bash tools of @librechat/agents, invoked as LibreChat's ToolNode
 // invokes them (a ToolCall carrying toolMap, toolDefs and session_id), with real
 // LangChain tools on the client side. The Go test in test/ptc starts kiln and runs this
-// with node --test, with KILN_URL and KILN_API_KEY set.
+// with node --test, with KILN_URL and KILN_API_KEY set (and KILN_REPLICA_URLS when
+// KILN_URL is a load balancer in front of replicas: test/replicas).
 //
 // The client talks to kiln through a recorder, a loopback HTTP proxy that keeps every
 // exchange, so that the tests can count the round trips and see the cancel request the
@@ -163,10 +164,18 @@ async function kiln(method, path, body) {
   return res;
 }
 
+// inUse counts the sandboxes in use: of the one kiln at KILN_URL, or, when the test runs
+// through a load balancer in front of replicas, of every replica in KILN_REPLICA_URLS.
+const replicas = (process.env.KILN_REPLICA_URLS || url).split(',');
+
 async function inUse() {
-  const res = await kiln('GET', '/health/detailed');
-  assert.equal(res.status, 200);
-  return (await res.json()).pool.in_use;
+  let n = 0;
+  for (const base of replicas) {
+    const res = await fetch(base + '/health/detailed', { headers: { 'X-API-Key': key } });
+    assert.equal(res.status, 200);
+    n += (await res.json()).pool.in_use;
+  }
+  return n;
 }
 
 async function waitFor(what, ms, cond) {
