@@ -345,19 +345,24 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	f, data, err := s.sessions.File(r.Context(), c, sid, fid)
+	f, body, err := s.sessions.OpenFile(r.Context(), c, sid, fid)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer body.Close()
 	base := f.Name[strings.LastIndexByte(f.Name, '/')+1:]
 	h := w.Header()
 	h.Set("Content-Type", f.ContentType)
-	h.Set("Content-Length", fmt.Sprint(len(data)))
+	h.Set("Content-Length", fmt.Sprint(f.Size))
 	h.Set("Content-Disposition", contentDisposition(base))
 	h.Set("ETag", `"`+f.ID+`"`)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	// From a bucket the bytes stream through; a failure midway cuts the answer short of
+	// its Content-Length, which the client sees.
+	if n, err := io.Copy(w, body); err != nil && r.Context().Err() == nil {
+		logger(r).Warn("download cut short", "file", fid, "sent", n, "size", f.Size, "err", err)
+	}
 }
 
 // contentDisposition names a download: an ASCII filename for old clients and a UTF-8

@@ -111,6 +111,26 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return data, nil
 }
 
+// Open implements store.Objects: the object's bytes stream from the server as they are
+// read. It asks for the object's metadata first, so that a missing one is an error here
+// and not on the first read.
+func (b *Bucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := b.client.GetObject(ctx, b.bucket, key, minio.GetObjectOptions{})
+	if err == nil {
+		_, err = obj.Stat()
+	}
+	if err != nil {
+		if obj != nil {
+			obj.Close()
+		}
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, fmt.Errorf("S3 get %s: %w", key, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("S3 get %s: %w", key, err)
+	}
+	return obj, nil
+}
+
 // Delete implements store.Objects. A key that does not exist is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
 	err := b.client.RemoveObject(ctx, b.bucket, key, minio.RemoveObjectOptions{})

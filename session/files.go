@@ -1,9 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -185,6 +187,38 @@ func (s *Service) File(ctx context.Context, c Caller, sid, fid string) (*store.F
 		return nil, nil, fmt.Errorf("load file: %w", err)
 	}
 	return f, data, nil
+}
+
+// fileOpener is a store that hands a file's bytes out as a stream (store.Redis, whose
+// bytes may be in a bucket).
+type fileOpener interface {
+	OpenFile(ctx context.Context, sessionID, fileID string) (*store.File, io.ReadCloser, error)
+}
+
+// OpenFile returns a file of a session the caller owns with a reader of its bytes, which
+// the caller closes: a stream from the store when it can give one, so that a download
+// does not hold the whole file in memory.
+func (s *Service) OpenFile(ctx context.Context, c Caller, sid, fid string) (*store.File, io.ReadCloser, error) {
+	opener, ok := s.store.(fileOpener)
+	if !ok {
+		f, data, err := s.File(ctx, c, sid, fid)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Size = int64(len(data))
+		return f, io.NopCloser(bytes.NewReader(data)), nil
+	}
+	if _, err := s.Session(ctx, c, sid); err != nil {
+		return nil, nil, errNotFound("file")
+	}
+	f, rc, err := opener.OpenFile(ctx, sid, fid)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, errNotFound("file")
+		}
+		return nil, nil, fmt.Errorf("load file: %w", err)
+	}
+	return f, rc, nil
 }
 
 // FileInfo returns a file of a session the caller owns, without its bytes.

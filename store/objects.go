@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,6 +24,9 @@ type Objects interface {
 	Put(ctx context.Context, key string, data []byte) error
 	// Get returns what is stored under key; ErrNotFound (wrapped) when nothing is.
 	Get(ctx context.Context, key string) ([]byte, error)
+	// Open returns a reader of what is stored under key, which streams it; ErrNotFound
+	// (wrapped) when nothing is.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	// Delete removes key; a key that does not exist is not an error.
 	Delete(ctx context.Context, key string) error
 	// List returns the keys under prefix last written before olderThan.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,19 @@ func TestObjectsFollowTheStore(t *testing.T) {
 	_, got, err := s.File(ctx, sess.ID, f.ID)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("file read back: %d bytes, err %v", len(got), err)
+	}
+	// Opened, the bytes stream from the bucket.
+	info, rc, err := s.OpenFile(ctx, sess.ID, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(streamed, data) || info.Size != int64(len(data)) {
+		t.Fatalf("file opened: %d bytes (size %d), err %v", len(streamed), info.Size, err)
+	}
+	if _, ok := rc.(interface{ Len() int }); ok {
+		t.Error("the opened file is a buffer in memory, not a stream from the bucket")
 	}
 	files := objectKeys(t, s, "files/"+sess.ID+"/"+f.ID+"/")
 	if len(files) != 1 {
@@ -218,5 +232,8 @@ func TestObjectStoreRestartsMidTraffic(t *testing.T) {
 	}
 	if _, _, err := s.File(ctx, sess.ID, lost.ID); err == nil || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a file whose object is gone: err %v, want an error saying the object is missing", err)
+	}
+	if _, _, err := s.OpenFile(ctx, sess.ID, lost.ID); err == nil || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a file whose object is gone, opened: err %v, want an error saying the object is missing", err)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -438,6 +440,53 @@ func (r *Redis) File(ctx context.Context, sessionID, fileID string) (*File, []by
 		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
 	}
 	return rec.file(), b, nil
+}
+
+// OpenFile returns a file of a session with a reader of its bytes, which streams them
+// from the bucket when they are there, so that a download does not hold the whole file.
+func (r *Redis) OpenFile(ctx context.Context, sessionID, fileID string) (*File, io.ReadCloser, error) {
+	if r.objects == nil {
+		f, b, err := r.File(ctx, sessionID, fileID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, io.NopCloser(bytes.NewReader(b)), nil
+	}
+	if !validIDs(sessionID, fileID) {
+		return nil, nil, ErrNotFound
+	}
+	keys := r.keys(sessionID)
+	var meta, data *redis.StringCmd
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HGet(ctx, keys[2], fileID)
+		data = p.HGet(ctx, keys[3], fileID)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return nil, nil, ErrNotFound
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("get file: %w", err)
+	}
+	rec, err := decodeFileHeader([]byte(meta.Val()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
+	}
+	b, _ := data.Bytes()
+	key, ok := refKey(b)
+	if !ok {
+		return rec.file(), io.NopCloser(bytes.NewReader(b)), nil
+	}
+	if prefix := fileObjects + sessionID + "/" + fileID + "/"; !strings.HasPrefix(key, prefix) {
+		return nil, nil, fmt.Errorf("get file %s: a reference to object %q outside %q", fileID, key, prefix)
+	}
+	rc, err := r.objects.Open(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, fmt.Errorf("get file %s: object %s is missing from the bucket", fileID, key)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
+	}
+	return rec.file(), rc, nil
 }
 
 // Files implements Store.
