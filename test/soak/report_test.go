@@ -187,7 +187,7 @@ func (rep *report) table() string {
 	for _, e := range rep.VerifyExamples {
 		fmt.Fprintf(&b, "- %s, %s: %s\n", e.Kind, e.Outcome, cell(clip(strings.Join(e.Problems, "; "), 400)))
 	}
-	fmt.Fprintf(&b, "\nkiln process samples (%d, every few seconds; RSS in MiB):\n\n", rep.SampleCount)
+	fmt.Fprintf(&b, "\nkiln process samples (%d, every few seconds; RSS in MiB; goroutines less %d per live session's sandbox):\n\n", rep.SampleCount, goroutinesPerLive)
 	b.WriteString("| kiln | metric | samples | first | min | max | last | first → last fault-free median (limit) |\n|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for i, s := range rep.Samples {
 		g := rep.Growth[i]
