@@ -98,15 +98,12 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	obj, err := b.client.GetObject(ctx, b.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("S3 get %s: %w", key, err)
+		return nil, getError(key, err)
 	}
 	defer obj.Close()
 	data, err := io.ReadAll(obj)
 	if err != nil {
-		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-			return nil, fmt.Errorf("S3 get %s: %w", key, store.ErrNotFound)
-		}
-		return nil, fmt.Errorf("S3 get %s: %w", key, err)
+		return nil, getError(key, err)
 	}
 	return data, nil
 }
@@ -116,19 +113,22 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 // and not on the first read.
 func (b *Bucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	obj, err := b.client.GetObject(ctx, b.bucket, key, minio.GetObjectOptions{})
-	if err == nil {
-		_, err = obj.Stat()
-	}
 	if err != nil {
-		if obj != nil {
-			obj.Close()
-		}
-		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-			return nil, fmt.Errorf("S3 get %s: %w", key, store.ErrNotFound)
-		}
-		return nil, fmt.Errorf("S3 get %s: %w", key, err)
+		return nil, getError(key, err)
+	}
+	if _, err := obj.Stat(); err != nil {
+		obj.Close()
+		return nil, getError(key, err)
 	}
 	return obj, nil
+}
+
+// getError is a failed read of key: store.ErrNotFound when the bucket has no such key.
+func getError(key string, err error) error {
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		err = store.ErrNotFound
+	}
+	return fmt.Errorf("S3 get %s: %w", key, err)
 }
 
 // Delete implements store.Objects. A key that does not exist is not an error.

@@ -73,7 +73,18 @@ if v == ARGV[1] or v == ARGV[2] then return redis.call('DEL', KEYS[1]) end
 return 0
 `
 
+// KEYS[1] own:<key>; ARGV: instance, the peer key prefix. Answers {owner, url} of an
+// owner that is another replica and is announced, {”, ”} otherwise.
+const luaOwner = `
+local cur = redis.call('GET', KEYS[1])
+if not cur or cur == ARGV[1] then return {'', ''} end
+local url = redis.call('GET', ARGV[2] .. cur)
+if not url then return {'', ''} end
+return {cur, url}
+`
+
 var (
+	scriptOwner    = redis.NewScript(luaOwner)
 	scriptWithdraw = redis.NewScript(luaWithdraw)
 	scriptTakeOver = redis.NewScript(luaTakeOver)
 	scriptClaim    = redis.NewScript(luaClaim)
@@ -148,20 +159,17 @@ func (d *Directory) Release(ctx context.Context, key string) error {
 }
 
 // Owner returns the URL and instance of the replica that owns key, if that is another
-// replica and it is up; empty strings otherwise.
+// replica and it is up; empty strings otherwise. One round trip: a script reads the
+// claim and the owner's announcement.
 func (d *Directory) Owner(ctx context.Context, key string) (url, owner string, err error) {
-	owner, err = d.client.Get(ctx, d.prefix+"own:"+key).Result()
-	if errors.Is(err, redis.Nil) || owner == d.instance {
-		return "", "", nil
-	}
+	res, err := scriptOwner.Run(ctx, d.client, []string{d.prefix + "own:" + key}, d.instance, d.prefix+"peer:").StringSlice()
 	if err != nil {
 		return "", "", fmt.Errorf("owner of %s: %w", key, err)
 	}
-	url, err = d.Peer(ctx, owner)
-	if url == "" {
-		owner = ""
+	if len(res) != 2 {
+		return "", "", fmt.Errorf("owner of %s: unexpected answer %q", key, res)
 	}
-	return url, owner, err
+	return strings.TrimPrefix(res[1], drainingMark), res[0], nil
 }
 
 // Peer returns the URL of the replica instance, draining or not, or "" when it is not up.

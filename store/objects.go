@@ -63,18 +63,47 @@ func refTo(key string) []byte { return append(append([]byte(nil), objectRef...),
 // deref returns the bytes a stored value stands for: the value itself, or the object it
 // refers to, which must lie under prefix (the session's state, or the one file's keys).
 func (r *Redis) deref(ctx context.Context, v []byte, prefix string) ([]byte, error) {
-	key, ok := refKey(v)
-	if !ok || r.objects == nil {
-		return v, nil
-	}
-	if !strings.HasPrefix(key, prefix) {
-		return nil, fmt.Errorf("a reference to object %q outside %q", key, prefix)
+	key, err := r.objectOf(v, prefix)
+	if key == "" || err != nil {
+		return v, err
 	}
 	b, err := r.objects.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("object %s is missing from the bucket", key)
+	return b, missing(key, err)
+}
+
+// open is deref as a reader: the object's bytes stream from the bucket.
+func (r *Redis) open(ctx context.Context, v []byte, prefix string) (io.ReadCloser, error) {
+	key, err := r.objectOf(v, prefix)
+	if err != nil {
+		return nil, err
 	}
-	return b, err
+	if key == "" {
+		return io.NopCloser(bytes.NewReader(v)), nil
+	}
+	rc, err := r.objects.Open(ctx, key)
+	return rc, missing(key, err)
+}
+
+// objectOf returns the key of the object a stored value refers to, "" for a value that
+// is the bytes themselves, and an error for a reference outside prefix.
+func (r *Redis) objectOf(v []byte, prefix string) (string, error) {
+	key, ok := refKey(v)
+	if !ok || r.objects == nil {
+		return "", nil
+	}
+	if !strings.HasPrefix(key, prefix) {
+		return "", fmt.Errorf("a reference to object %q outside %q", key, prefix)
+	}
+	return key, nil
+}
+
+// missing says of an object the bucket does not have that it is missing: an error of
+// kiln's, not the caller's ErrNotFound.
+func missing(key string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("object %s is missing from the bucket", key)
+	}
+	return err
 }
 
 func refKey(v []byte) (string, bool) {
@@ -99,16 +128,21 @@ func (r *Redis) upload(ctx context.Context, key string, data []byte) ([]byte, er
 // drop removes the objects that the given old values referred to, once nothing refers
 // to them; a failure is logged and left to the sweep.
 func (r *Redis) drop(ctx context.Context, old ...[]byte) {
+	for _, v := range old {
+		if key, ok := refKey(v); ok {
+			r.removeObject(ctx, key)
+		}
+	}
+}
+
+// removeObject deletes an object nothing refers to any more; a failure is logged and
+// left to the sweep.
+func (r *Redis) removeObject(ctx context.Context, key string) {
 	if r.objects == nil {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	for _, v := range old {
-		if key, ok := refKey(v); ok {
-			if err := r.objects.Delete(ctx, key); err != nil && r.log != nil {
-				r.log.Warn("removing an object failed; the sweep retries", "key", key, "err", err)
-			}
-		}
+	if err := r.objects.Delete(context.WithoutCancel(ctx), key); err != nil && r.log != nil {
+		r.log.Warn("removing an object failed; the sweep retries", "key", key, "err", err)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -305,7 +304,7 @@ func (r *Redis) DeleteSession(ctx context.Context, id string) error {
 		return ErrNotFound
 	}
 	for key := range refs {
-		r.drop(ctx, refTo(key))
+		r.removeObject(ctx, key)
 	}
 	return nil
 }
@@ -416,6 +415,33 @@ func (r *Redis) PutFile(ctx context.Context, f *File, data []byte) error {
 
 // File implements Store.
 func (r *Redis) File(ctx context.Context, sessionID, fileID string) (*File, []byte, error) {
+	rec, b, err := r.fileValue(ctx, sessionID, fileID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b, err = r.deref(ctx, b, fileObjects+sessionID+"/"+fileID+"/"); err != nil {
+		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
+	}
+	return rec.file(), b, nil
+}
+
+// OpenFile returns a file of a session with a reader of its bytes, which streams them
+// from the bucket when they are there, so that a download does not hold the whole file.
+func (r *Redis) OpenFile(ctx context.Context, sessionID, fileID string) (*File, io.ReadCloser, error) {
+	rec, b, err := r.fileValue(ctx, sessionID, fileID)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := r.open(ctx, b, fileObjects+sessionID+"/"+fileID+"/")
+	if err != nil {
+		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
+	}
+	return rec.file(), rc, nil
+}
+
+// fileValue reads a file's record and the value kept for its bytes: the bytes, or a
+// reference to their object.
+func (r *Redis) fileValue(ctx context.Context, sessionID, fileID string) (*fileRecord, []byte, error) {
 	if !validIDs(sessionID, fileID) {
 		return nil, nil, ErrNotFound
 	}
@@ -436,57 +462,7 @@ func (r *Redis) File(ctx context.Context, sessionID, fileID string) (*File, []by
 		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
 	}
 	b, _ := data.Bytes() // a successful pipeline means no error here
-	if b, err = r.deref(ctx, b, fileObjects+sessionID+"/"+fileID+"/"); err != nil {
-		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
-	}
-	return rec.file(), b, nil
-}
-
-// OpenFile returns a file of a session with a reader of its bytes, which streams them
-// from the bucket when they are there, so that a download does not hold the whole file.
-func (r *Redis) OpenFile(ctx context.Context, sessionID, fileID string) (*File, io.ReadCloser, error) {
-	if r.objects == nil {
-		f, b, err := r.File(ctx, sessionID, fileID)
-		if err != nil {
-			return nil, nil, err
-		}
-		return f, io.NopCloser(bytes.NewReader(b)), nil
-	}
-	if !validIDs(sessionID, fileID) {
-		return nil, nil, ErrNotFound
-	}
-	keys := r.keys(sessionID)
-	var meta, data *redis.StringCmd
-	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGet(ctx, keys[2], fileID)
-		data = p.HGet(ctx, keys[3], fileID)
-		return nil
-	})
-	if errors.Is(err, redis.Nil) {
-		return nil, nil, ErrNotFound
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("get file: %w", err)
-	}
-	rec, err := decodeFileHeader([]byte(meta.Val()))
-	if err != nil {
-		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
-	}
-	b, _ := data.Bytes()
-	key, ok := refKey(b)
-	if !ok {
-		return rec.file(), io.NopCloser(bytes.NewReader(b)), nil
-	}
-	if prefix := fileObjects + sessionID + "/" + fileID + "/"; !strings.HasPrefix(key, prefix) {
-		return nil, nil, fmt.Errorf("get file %s: a reference to object %q outside %q", fileID, key, prefix)
-	}
-	rc, err := r.objects.Open(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil, fmt.Errorf("get file %s: object %s is missing from the bucket", fileID, key)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("get file %s: %w", fileID, err)
-	}
-	return rec.file(), rc, nil
+	return rec, b, nil
 }
 
 // Files implements Store.

@@ -28,14 +28,7 @@ func TestHelmChartInstalls(t *testing.T) {
 		}
 		return out
 	}
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := kilntest.Kubectl(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	kubectl := func(args ...string) string { t.Helper(); return mustKubectl(t, args...) }
 	chart := filepath.Join(kilntest.Root(), "deploy", "helm", "kiln")
 	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "60s",
 		"--set", "replicaCount=0", "--set", "auth.apiKeys={helm-test-key}", "--set", "sandbox.pools=python:1")

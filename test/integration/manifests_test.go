@@ -23,14 +23,7 @@ func TestShippedManifests(t *testing.T) {
 		t.Skip("the manifests are Kubernetes': this test runs in make test-k8s")
 	}
 	dir := filepath.Join(kilntest.Root(), "deploy", "k8s", "manifests")
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := kilntest.Kubectl(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	kubectl := func(args ...string) string { t.Helper(); return mustKubectl(t, args...) }
 	for _, f := range []string{"namespace.yaml", "rbac.yaml", "networkpolicy.yaml", "configmap.yaml", "service.yaml"} {
 		kubectl("apply", "--namespace", "kiln", "--filename", filepath.Join(dir, f))
 	}
@@ -122,4 +115,14 @@ func checkRights(t *testing.T, sa string, rights []right) {
 			t.Errorf("may %s %s %s %s in %q? %q, want %q", sa, c.verb, c.resource, c.subresource, c.namespace, out, c.want)
 		}
 	}
+}
+
+// mustKubectl runs kubectl on the test cluster and fails the test when it fails.
+func mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kilntest.Kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return out
 }

@@ -30,17 +30,8 @@ func TestRealDataIsKept(t *testing.T) {
 	}
 	// The same through the stored state: a fork resumes in a fresh sandbox, the whole state
 	// sent to its REPL over the runtime's stream (an attach, or an exec on Kubernetes).
-	resp, body, err := srv.Request(http.MethodPost, "/sessions/"+first.SessionID+"/fork", nil, nil)
-	if err != nil || resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		t.Fatalf("fork: %v %s", err, body)
-	}
-	var forked struct {
-		SessionID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(body, &forked); err != nil || forked.SessionID == "" {
-		t.Fatalf("fork answered %s", body)
-	}
-	stored := run(t, map[string]any{"session_id": forked.SessionID, "code": check})
+	forked := fork(t, first.SessionID)
+	stored := run(t, map[string]any{"session_id": forked, "code": check})
 	if got := kilntest.Str(stored.Result); got != want || stored.RuntimeStatus != "resumed" {
 		t.Errorf("restored: got %s (%s, %s), want %s, resumed", got, stored.RuntimeStatus, kilntest.Str(stored.Error), want)
 	}
@@ -95,17 +86,8 @@ func TestOverTheCapKeepsWhatFits(t *testing.T) {
 	}
 	// Forked, the session is its stored state: the big name is absent, with state_error
 	// having said why.
-	resp, body, err := srv.Request(http.MethodPost, "/sessions/"+first.SessionID+"/fork", nil, nil)
-	if err != nil || resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		t.Fatalf("fork: %v %s", err, body)
-	}
-	var forked struct {
-		SessionID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(body, &forked); err != nil || forked.SessionID == "" {
-		t.Fatalf("fork answered %s", body)
-	}
-	stored := run(t, map[string]any{"session_id": forked.SessionID, "code": "small, 'big' in globals()"})
+	forked := fork(t, first.SessionID)
+	stored := run(t, map[string]any{"session_id": forked, "code": "small, 'big' in globals()"})
 	if got := kilntest.Str(stored.Result); got != "([1, 2, 3], False)" || stored.RuntimeStatus != "resumed" {
 		t.Errorf("the stored state: got %s (%s), want the small name kept and the big one absent", got, stored.RuntimeStatus)
 	}
@@ -119,4 +101,20 @@ func TestSettingsAndModulesCarryOver(t *testing.T) {
 	if got := kilntest.Str(next.Result); got != "('#E5E5E5', 3, True)" {
 		t.Errorf("got %s (%s), want the style, the option and the generator carried", got, kilntest.Str(next.Error))
 	}
+}
+
+// fork copies session sid's stored state into a new session and returns its id.
+func fork(t *testing.T, sid string) string {
+	t.Helper()
+	resp, body, err := srv.Request(http.MethodPost, "/sessions/"+sid+"/fork", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("fork: %v %s", err, body)
+	}
+	var forked struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(body, &forked); err != nil || forked.SessionID == "" {
+		t.Fatalf("fork answered %s", body)
+	}
+	return forked.SessionID
 }
