@@ -374,14 +374,10 @@ func TestReplicas(t *testing.T) {
 			t.Fatalf("writing the file: %s %+v stderr %q", res.Status, res.Files, res.Stderr)
 		}
 		f := res.Files[0]
-		req, _ := http.NewRequest(http.MethodGet, r[2].URL+"/download/"+res.SessionID+"/"+f.ID, nil)
-		req.Header.Set("X-API-Key", key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, body, err := r[2].Request(http.MethodGet, "/download/"+res.SessionID+"/"+f.ID, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
 		if resp.StatusCode != http.StatusOK || int64(len(body)) != f.Size || len(lines) != 60001 || lines[60000] != "59999,3599880001" {
 			t.Fatalf("download through replica 2: %d, %d bytes of %d, %d lines", resp.StatusCode, len(body), f.Size, len(lines))
