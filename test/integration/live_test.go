@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnsh/kiln/test/kilntest"
 )
@@ -50,9 +51,16 @@ func TestLiveSandboxKilledResumes(t *testing.T) {
 	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
 	first := run(t, map[string]any{"code": "x = 41\ngen = (i for i in [1])\nopen('" + marker + "', 'w').close()"})
 	id := containerWith(t, marker)
+	died := srv.Live(t).Ended["died"]
 	if out, err := kilntest.KillSandbox(id); err != nil {
 		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
 	}
+	// Between the calls: once kiln has heard of the death (the attach stream's end, or
+	// the Pod's deletion through the watch, which may lag the kubectl that deleted it). A
+	// death kiln has not heard of yet is one during the next call: sandbox_died.
+	kilntest.WaitFor(t, 10*time.Second, "kiln to see the live sandbox dead", func() bool {
+		return srv.Live(t).Ended["died"] > died
+	})
 	next := run(t, map[string]any{"session_id": first.SessionID, "code": "x + 1, 'gen' in globals()"})
 	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(42, False)" {
 		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed, (42, False)", next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))

@@ -67,3 +67,31 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
+
+// Live is the live part of /health/detailed: live sessions' sandboxes and their counts.
+type Live struct {
+	Enabled bool             `json:"enabled"`
+	Idle    int              `json:"idle"`
+	Busy    int              `json:"busy"`
+	Calls   map[string]int64 `json:"calls"`
+	Ended   map[string]int64 `json:"ended"` // by reason: idle, died, capacity, ...
+}
+
+// Live reads the live sessions' state from /health/detailed with the server's key.
+func (s *Server) Live(t testing.TB) Live {
+	t.Helper()
+	resp, b, err := s.Request(http.MethodGet, "/health/detailed", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Live Live `json:"live"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /health/detailed: status %d: %s", resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("GET /health/detailed: %v: %s", err, b)
+	}
+	return body.Live
+}
