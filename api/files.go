@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -86,6 +89,55 @@ type uploadForm struct {
 	uploads []session.Upload
 	tooBig  map[int]bool // the uploads over the file size limit, by index (their data is not kept)
 	capped  bool         // files past the batch's limit were dropped
+	spooled []*os.File   // the files' copies on disk, already unlinked: closing them frees them
+}
+
+// close frees the form's spooled copies.
+func (f *uploadForm) close() {
+	for _, sp := range f.spooled {
+		_ = sp.Close()
+	}
+	f.spooled = nil
+}
+
+// spoolPast is the size past which an uploaded file waits for the store in a file of
+// the spool directory rather than in memory: a body of MAX_UPLOAD_MB then holds at most
+// this much per file in memory, whatever its files' sizes.
+const spoolPast = 64 << 10
+
+// readFile reads one uploaded file, at most max+1 bytes of it (more than max is too big
+// and the rest is left unread): in memory up to spoolPast, past it in a file of the
+// spool directory, unlinked at once so that nothing outlives the request, even kiln.
+func (s *Server) readFile(form *uploadForm, part io.Reader, max int64) (io.Reader, int64, error) {
+	head, err := io.ReadAll(io.LimitReader(part, min(spoolPast, max)+1))
+	if err != nil || int64(len(head)) <= spoolPast || int64(len(head)) > max {
+		return bytes.NewReader(head), int64(len(head)), err
+	}
+	dir := s.spoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	sp, err := os.CreateTemp(dir, "upload-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			sp, err = os.CreateTemp(dir, "upload-*")
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("spooling an upload: %w", err)
+	}
+	form.spooled = append(form.spooled, sp)
+	if err := os.Remove(sp.Name()); err != nil {
+		return nil, 0, fmt.Errorf("spooling an upload: %w", err)
+	}
+	n, err := io.Copy(sp, io.MultiReader(bytes.NewReader(head), io.LimitReader(part, max+1-int64(len(head)))))
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := sp.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, fmt.Errorf("spooling an upload: %w", err)
+	}
+	return sp, n, nil
 }
 
 // readUpload reads a multipart upload: the fields entity_id, kind, id, version and
@@ -93,7 +145,10 @@ type uploadForm struct {
 // them, or, in a batch, the session layer's BatchLimit for the scope. Past the limit, a
 // single upload (batch false) is refused and a batch drops the rest; a file over the
 // size limit refuses a single upload and is marked in a batch.
-func (s *Server) readUpload(w http.ResponseWriter, r *http.Request, batch bool) (*uploadForm, error) {
+//
+// The caller closes the form it returns (its spooled files); on an error, readUpload
+// closes it.
+func (s *Server) readUpload(w http.ResponseWriter, r *http.Request, batch bool) (_ *uploadForm, err error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
 		return nil, kiln.Errorf(kiln.CodeMediaType, "send the upload as multipart/form-data with fields file or files")
@@ -104,6 +159,11 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request, batch bool) 
 		return nil, kiln.Errorf(kiln.CodeInvalid, "reading the multipart body: %v", err)
 	}
 	form := &uploadForm{tooBig: map[int]bool{}}
+	defer func(form *uploadForm) {
+		if err != nil {
+			form.close()
+		}
+	}(form)
 	limit := s.maxFiles
 	var kind, id, version string
 	scoped := false
@@ -134,19 +194,22 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request, batch bool) 
 				_, _ = io.Copy(io.Discard, part)
 				continue
 			}
-			data, err := io.ReadAll(io.LimitReader(part, s.maxFile+1))
-			if err != nil {
+			content, size, err := s.readFile(form, part, s.maxFile)
+			var spoolErr *fs.PathError
+			if errors.As(err, &spoolErr) {
+				return nil, err // the spool directory: kiln's fault, not the body's
+			} else if err != nil {
 				return nil, bodyError(err, s.maxUpload)
 			}
-			if int64(len(data)) > s.maxFile {
+			if size > s.maxFile {
 				if !batch {
 					return nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", session.SanitizeName(partFilename(part)), s.maxFile)
 				}
 				form.tooBig[len(form.uploads)] = true
 				_, _ = io.Copy(io.Discard, part)
-				data = nil
+				content, size = nil, 0
 			}
-			form.uploads = append(form.uploads, session.Upload{Name: partFilename(part), Data: data})
+			form.uploads = append(form.uploads, session.Upload{Name: partFilename(part), Size: size, Content: content})
 		case "entity_id", "kind", "id", "version", "read_only":
 			if scoped && name != "entity_id" {
 				return nil, kiln.Errorf(kiln.CodeInvalid, "%s must come before the files it is about", name)
@@ -200,6 +263,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	defer form.close()
 	sess, files, err := s.sessions.Upload(r.Context(), caller(r, ""), form.to, form.uploads)
 	if err != nil {
 		writeError(w, r, err)
@@ -231,6 +295,7 @@ func (s *Server) uploadBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	defer form.close()
 	keep := make([]session.Upload, 0, len(form.uploads))
 	for i, u := range form.uploads {
 		if !form.tooBig[i] {

@@ -39,11 +39,14 @@ type Config struct {
 	Limits         executor.Limits
 	MaxBodyBytes   int64 // largest JSON body accepted
 	MaxUploadBytes int64 // largest upload body accepted
-	MaxFiles       int   // files in one upload, and per session
-	Observer       Observer
-	Metrics        http.Handler // served at /metrics (behind the key) when set
-	Stats          StatsSource  // feeds GET /stats, the dashboard's data, when set
-	RateLimit      RateLimit    // per-caller limits; zero values are off
+	// SpoolDir is where uploaded files past spoolPast wait for the store, rather than in
+	// memory; empty is the system's temporary directory.
+	SpoolDir  string
+	MaxFiles  int // files in one upload, and per session
+	Observer  Observer
+	Metrics   http.Handler // served at /metrics (behind the key) when set
+	Stats     StatsSource  // feeds GET /stats, the dashboard's data, when set
+	RateLimit RateLimit    // per-caller limits; zero values are off
 	// MCP is served at /mcp (not under /v1) behind the key and the rate limit, when set.
 	MCP http.Handler
 	// InstanceID names this kiln in continuation tokens, so that another instance that
@@ -64,6 +67,7 @@ type Server struct {
 	limits    executor.Limits
 	maxUpload int64
 	maxFile   int64
+	spoolDir  string
 	maxFiles  int
 	health    Health
 	log       *slog.Logger
@@ -87,7 +91,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	s := &Server{
 		keys: cfg.Keys, tokens: cfg.Tokens, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
-		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
+		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, spoolDir: cfg.SpoolDir, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
 		mcp: cfg.MCP, instance: cfg.InstanceID, profiles: cfg.Profiles,

@@ -282,7 +282,7 @@ func (h *Handler) uploadFile(ctx context.Context, req *sdk.CallToolRequest, in u
 		res, err := h.failure(err)
 		return res, fileOut{}, err
 	}
-	f, err := h.sessions.AddFile(ctx, st.caller.Caller, sid, session.Upload{Name: in.Name, Data: data})
+	f, err := h.sessions.AddFile(ctx, st.caller.Caller, sid, session.BytesUpload(in.Name, data))
 	if err != nil {
 		res, err := h.failure(err)
 		return res, fileOut{}, err

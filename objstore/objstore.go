@@ -4,7 +4,6 @@
 package objstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -84,10 +83,12 @@ func Open(ctx context.Context, cfg Config) (*Bucket, error) {
 	return b, nil
 }
 
-// Put implements store.Objects.
-func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
-	_, err := b.client.PutObject(ctx, b.bucket, key, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: len(data) < 64<<20})
+// Put implements store.Objects. The content streams to the bucket: one PUT up to
+// 64 MiB, parts beyond (read from content where it can be read at an offset, such as a
+// spooled upload, or through one part's buffer).
+func (b *Bucket) Put(ctx context.Context, key string, content io.Reader, size int64) error {
+	_, err := b.client.PutObject(ctx, b.bucket, key, content, size,
+		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: size < 64<<20})
 	if err != nil {
 		return fmt.Errorf("S3 put %s: %w", key, err)
 	}

@@ -461,7 +461,7 @@ func (s *Service) saveOutputs(ctx context.Context, sid string, files []protocol.
 			continue
 		}
 		f := &store.File{ID: kiln.NewID(), SessionID: sid, Name: name, ContentType: ContentType(name), CreatedAt: s.now()}
-		if err := s.store.PutFile(ctx, f, pf.Content); err != nil {
+		if err := s.store.PutFile(ctx, f, bytes.NewReader(pf.Content), int64(len(pf.Content))); err != nil {
 			if errors.Is(err, store.ErrTooLarge) {
 				dropped = append(dropped, name)
 				continue

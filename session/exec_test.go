@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -624,7 +625,7 @@ func TestExecStatelessWithoutFilesStoresNothing(t *testing.T) {
 // failingFiles is a store whose file writes fail as an outage would.
 type failingFiles struct{ *spyStore }
 
-func (f failingFiles) PutFile(context.Context, *store.File, []byte) error {
+func (f failingFiles) PutFile(context.Context, *store.File, io.Reader, int64) error {
 	return errors.New("disk on fire")
 }
 

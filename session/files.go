@@ -13,10 +13,18 @@ import (
 	"github.com/kilnsh/kiln/store"
 )
 
-// Upload is one uploaded file. Its name may hold directories (pptx/editing.md).
+// Upload is one uploaded file: its Size bytes are read from Content (once), which may
+// be a copy the upload spooled to disk, so that they are never held whole. Its name may
+// hold directories (pptx/editing.md).
 type Upload struct {
-	Name string
-	Data []byte
+	Name    string
+	Size    int64
+	Content io.Reader
+}
+
+// BytesUpload is an upload of bytes already in memory.
+func BytesUpload(name string, data []byte) Upload {
+	return Upload{Name: name, Size: int64(len(data)), Content: bytes.NewReader(data)}
 }
 
 // Target is where an upload goes: a new session of the scope's owner (the caller's, or
@@ -40,7 +48,7 @@ func (s *Service) Upload(ctx context.Context, c Caller, to Target, uploads []Upl
 		return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "%d files uploaded; the limit is %d per session", len(uploads), s.limits.MaxFilesPerSession)
 	}
 	for _, u := range uploads {
-		if int64(len(u.Data)) > s.limits.MaxFileBytes {
+		if u.Size > s.limits.MaxFileBytes {
 			return nil, nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", uploadName(u.Name), s.limits.MaxFileBytes)
 		}
 	}
@@ -107,14 +115,14 @@ func (s *Service) storeUploads(ctx context.Context, c Caller, to Target, uploads
 	for _, u := range uploads {
 		name := uniqueName(uploadName(u.Name), seen)
 		r := BatchResult{Name: name}
-		if int64(len(u.Data)) > s.limits.MaxFileBytes {
+		if u.Size > s.limits.MaxFileBytes {
 			r.Err = kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", name, s.limits.MaxFileBytes)
 			results = append(results, r)
 			continue
 		}
 		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: name, ContentType: ContentType(name), CreatedAt: s.now(),
 			ReadOnly: to.ReadOnly || to.Scope.shared()}
-		switch err := s.store.PutFile(ctx, f, u.Data); {
+		switch err := s.store.PutFile(ctx, f, u.Content, u.Size); {
 		case errors.Is(err, store.ErrTooLarge):
 			r.Err = kiln.Errorf(kiln.CodeTooLarge, "file %q is over the store's size limit", name)
 		case err != nil:
@@ -199,19 +207,10 @@ type fileOpener interface {
 // the caller closes: a stream from the store when it can give one, so that a download
 // does not hold the whole file in memory.
 func (s *Service) OpenFile(ctx context.Context, c Caller, sid, fid string) (*store.File, io.ReadCloser, error) {
-	opener, ok := s.store.(fileOpener)
-	if !ok {
-		f, data, err := s.File(ctx, c, sid, fid)
-		if err != nil {
-			return nil, nil, err
-		}
-		f.Size = int64(len(data))
-		return f, io.NopCloser(bytes.NewReader(data)), nil
-	}
 	if _, err := s.Session(ctx, c, sid); err != nil {
 		return nil, nil, errNotFound("file")
 	}
-	f, rc, err := opener.OpenFile(ctx, sid, fid)
+	f, rc, err := s.open(ctx, sid, fid)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, errNotFound("file")
@@ -219,6 +218,20 @@ func (s *Service) OpenFile(ctx context.Context, c Caller, sid, fid string) (*sto
 		return nil, nil, fmt.Errorf("load file: %w", err)
 	}
 	return f, rc, nil
+}
+
+// open returns a stored file, its Size set, with a reader of its bytes: a stream where
+// the store gives one.
+func (s *Service) open(ctx context.Context, sid, fid string) (*store.File, io.ReadCloser, error) {
+	if opener, ok := s.store.(fileOpener); ok {
+		return opener.OpenFile(ctx, sid, fid)
+	}
+	f, data, err := s.store.File(ctx, sid, fid)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Size = int64(len(data))
+	return f, io.NopCloser(bytes.NewReader(data)), nil
 }
 
 // FileInfo returns a file of a session the caller owns, without its bytes.

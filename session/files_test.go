@@ -14,11 +14,11 @@ import (
 func TestUpload(t *testing.T) {
 	e := newEnv(t, testLimits)
 	uploads := []Upload{
-		{Name: "../../a.txt", Data: []byte("A")},
-		{Name: `dir\b.png`, Data: []byte("B")},
-		{Name: "pptx/editing.md", Data: []byte("D")},
-		{Name: "\x00", Data: []byte("C")},
-		{Name: "empty.json", Data: nil},
+		BytesUpload("../../a.txt", []byte("A")),
+		BytesUpload(`dir\b.png`, []byte("B")),
+		BytesUpload("pptx/editing.md", []byte("D")),
+		BytesUpload("\x00", []byte("C")),
+		BytesUpload("empty.json", nil),
 	}
 
 	sess, files, err := e.svc.Upload(t.Context(), aliceU1, Target{Entity: "agent"}, uploads)
@@ -69,7 +69,7 @@ func TestUploadDuplicateNames(t *testing.T) {
 			e := newEnv(t, testLimits)
 			var uploads []Upload
 			for i, n := range tt.names {
-				uploads = append(uploads, Upload{Name: n, Data: fmt.Appendf(nil, "%d", i)})
+				uploads = append(uploads, BytesUpload(n, fmt.Appendf(nil, "%d", i)))
 			}
 			_, files, err := e.svc.Upload(t.Context(), alice, Target{}, uploads)
 			if err != nil {
@@ -100,8 +100,8 @@ func TestUploadRefused(t *testing.T) {
 		want    kiln.Code
 	}{
 		{"no file", nil, kiln.CodeInvalid},
-		{"too many files", []Upload{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}, kiln.CodeTooLarge},
-		{"a file too large", []Upload{{Name: "a", Data: []byte("ok")}, {Name: "b", Data: []byte("123456789")}}, kiln.CodeTooLarge},
+		{"too many files", []Upload{BytesUpload("a", nil), BytesUpload("b", nil), BytesUpload("c", nil), BytesUpload("d", nil)}, kiln.CodeTooLarge},
+		{"a file too large", []Upload{BytesUpload("a", []byte("ok")), BytesUpload("b", []byte("123456789"))}, kiln.CodeTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestUploadAtTheLimits(t *testing.T) {
 	limits := Limits{MaxFileBytes: 8, MaxFilesPerSession: 3}
 	e := newEnv(t, limits)
 	full := []byte("12345678")
-	_, files, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{{"a", full}, {"b", full}, {"c", full}})
+	_, files, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{BytesUpload("a", full), BytesUpload("b", full), BytesUpload("c", full)})
 	if err != nil {
 		t.Fatalf("Upload at the limits: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestUploadAtTheLimits(t *testing.T) {
 func TestUploadOverTheStoreLimit(t *testing.T) {
 	e := newEnv(t, testLimits)
 	e.st.maxFile = 2
-	_, _, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{{"a.txt", []byte("abc")}})
+	_, _, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{BytesUpload("a.txt", []byte("abc"))})
 	wantCode(t, err, kiln.CodeTooLarge)
 }
 
@@ -322,7 +322,7 @@ func TestDeleteSession(t *testing.T) {
 // one: it stays stored and is not reported deleted.
 func TestRunDeletesOnlyWritableFiles(t *testing.T) {
 	e := newEnv(t, testLimits)
-	sess, files, err := e.svc.Upload(t.Context(), aliceU1, Target{ReadOnly: true}, []Upload{{Name: "keep.csv", Data: []byte("a,b\n1,2\n")}})
+	sess, files, err := e.svc.Upload(t.Context(), aliceU1, Target{ReadOnly: true}, []Upload{BytesUpload("keep.csv", []byte("a,b\n1,2\n"))})
 	if err != nil {
 		t.Fatalf("Upload: %v", err)
 	}

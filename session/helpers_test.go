@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -86,11 +87,11 @@ func (s *spyStore) PutState(ctx context.Context, id string, blob []byte) error {
 	return s.Store.PutState(ctx, id, blob)
 }
 
-func (s *spyStore) PutFile(ctx context.Context, f *store.File, data []byte) error {
-	if s.maxFile > 0 && int64(len(data)) > s.maxFile {
-		return fmt.Errorf("put file: %d bytes: %w", len(data), store.ErrTooLarge)
+func (s *spyStore) PutFile(ctx context.Context, f *store.File, content io.Reader, size int64) error {
+	if s.maxFile > 0 && size > s.maxFile {
+		return fmt.Errorf("put file: %d bytes: %w", size, store.ErrTooLarge)
 	}
-	return s.Store.PutFile(ctx, f, data)
+	return s.Store.PutFile(ctx, f, content, size)
 }
 
 func (s *spyStore) puts() int {
@@ -168,7 +169,7 @@ func (e *testEnv) touch(t *testing.T, sid string, d time.Duration) {
 func (e *testEnv) file(t *testing.T, sid, name, data string) *store.File {
 	t.Helper()
 	f := &store.File{ID: kiln.NewID(), SessionID: sid, Name: name, ContentType: ContentType(name)}
-	if err := e.st.Store.PutFile(t.Context(), f, []byte(data)); err != nil {
+	if err := e.st.Store.PutFile(t.Context(), f, strings.NewReader(data), int64(len(data))); err != nil {
 		t.Fatalf("PutFile: %v", err)
 	}
 	return f

@@ -78,7 +78,7 @@ func (s *Service) copyInto(ctx context.Context, dst string, blob []byte, files [
 	}
 	out := []*store.File{}
 	for _, f := range files {
-		_, data, err := s.store.File(ctx, f.SessionID, f.ID)
+		stored, rc, err := s.open(ctx, f.SessionID, f.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // deleted meanwhile
 		}
@@ -86,7 +86,8 @@ func (s *Service) copyInto(ctx context.Context, dst string, blob []byte, files [
 			return nil, fmt.Errorf("load file: %w", err)
 		}
 		nf := &store.File{ID: kiln.NewID(), SessionID: dst, Name: f.Name, ContentType: f.ContentType, CreatedAt: f.CreatedAt}
-		if err := s.store.PutFile(ctx, nf, data); err != nil {
+		err = s.store.PutFile(ctx, nf, rc, stored.Size)
+		if err = errors.Join(err, rc.Close()); err != nil {
 			return nil, fmt.Errorf("copy file: %w", err)
 		}
 		out = append(out, nf)
@@ -100,7 +101,7 @@ func (s *Service) AddFile(ctx context.Context, c Caller, sid string, u Upload) (
 	if _, err := s.Session(ctx, c, sid); err != nil {
 		return nil, err
 	}
-	if int64(len(u.Data)) > s.limits.MaxFileBytes {
+	if u.Size > s.limits.MaxFileBytes {
 		return nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the limit of %d bytes", SanitizeName(u.Name), s.limits.MaxFileBytes)
 	}
 	name := SanitizeName(u.Name)
@@ -118,7 +119,7 @@ func (s *Service) AddFile(ctx context.Context, c Caller, sid string, u Upload) (
 		return nil, kiln.Errorf(kiln.CodeTooLarge, "the session holds %d files; the limit is %d", len(existing), s.limits.MaxFilesPerSession)
 	}
 	f := &store.File{ID: kiln.NewID(), SessionID: sid, Name: name, ContentType: ContentType(name), CreatedAt: s.now()}
-	if err := s.store.PutFile(ctx, f, u.Data); err != nil {
+	if err := s.store.PutFile(ctx, f, u.Content, u.Size); err != nil {
 		if errors.Is(err, store.ErrTooLarge) {
 			return nil, kiln.Errorf(kiln.CodeTooLarge, "file %q is over the store's size limit", name)
 		}

@@ -79,15 +79,15 @@ func TestAddFile(t *testing.T) {
 	e := newEnv(t, testLimits)
 	sess := e.session(t, alice, "")
 	for _, data := range []string{"one", "two"} {
-		if _, err := e.svc.AddFile(t.Context(), alice, sess.ID, Upload{Name: "../d.txt", Data: []byte(data)}); err != nil {
+		if _, err := e.svc.AddFile(t.Context(), alice, sess.ID, BytesUpload("../d.txt", []byte(data))); err != nil {
 			t.Fatalf("AddFile: %v", err)
 		}
 	}
 	if got := e.storedNames(t, sess.ID); !slices.Equal(got, []string{"d.txt"}) {
 		t.Errorf("names = %v, want [d.txt] (replaced, not doubled)", got)
 	}
-	_, err := e.svc.AddFile(t.Context(), bob, sess.ID, Upload{Name: "x", Data: []byte("x")})
+	_, err := e.svc.AddFile(t.Context(), bob, sess.ID, BytesUpload("x", []byte("x")))
 	wantCode(t, err, kiln.CodeNotFound)
-	_, err = e.svc.AddFile(t.Context(), alice, sess.ID, Upload{Name: "big", Data: make([]byte, testLimits.MaxFileBytes+1)})
+	_, err = e.svc.AddFile(t.Context(), alice, sess.ID, BytesUpload("big", make([]byte, testLimits.MaxFileBytes+1)))
 	wantCode(t, err, kiln.CodeTooLarge)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -111,8 +112,8 @@ func (d *Disk) DeleteState(ctx context.Context, sessionID string) error {
 }
 
 // PutFile implements Store. The file's metadata and bytes go into one file, so one
-// rename replaces both.
-func (d *Disk) PutFile(ctx context.Context, f *File, data []byte) error {
+// rename replaces both; the content streams into it.
+func (d *Disk) PutFile(ctx context.Context, f *File, content io.Reader, size int64) error {
 	if !validIDs(f.ID, f.SessionID) {
 		return ErrNotFound
 	}
@@ -123,14 +124,14 @@ func (d *Disk) PutFile(ctx context.Context, f *File, data []byte) error {
 		return err
 	}
 	rec := newFileRecord(f)
-	rec.Size = int64(len(data))
+	rec.Size = size
 	rec.CreatedAt = normTime(f.CreatedAt, time.Now())
 	hdr, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}
 	dir := filepath.Join(d.sessionDir(f.SessionID), filesDir)
-	if err := writeAtomic(dir, f.ID, hdr, []byte{'\n'}, data); err != nil {
+	if err := writeAtomicFrom(dir, f.ID, io.MultiReader(bytes.NewReader(append(hdr, '\n')), exactly(content, size))); err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}
 	f.Size, f.CreatedAt = rec.Size, rec.CreatedAt
@@ -240,7 +241,16 @@ func decodeFileHeader(b []byte) (*fileRecord, error) {
 // writeAtomic makes dir/name hold the concatenated parts, or leaves it as it was: the
 // parts go to a temporary file in dir that is synced, then renamed over name, and dir
 // is synced so that the rename itself survives a crash.
-func writeAtomic(dir, name string, parts ...[]byte) (err error) {
+func writeAtomic(dir, name string, parts ...[]byte) error {
+	readers := make([]io.Reader, len(parts))
+	for i, p := range parts {
+		readers[i] = bytes.NewReader(p)
+	}
+	return writeAtomicFrom(dir, name, io.MultiReader(readers...))
+}
+
+// writeAtomicFrom is writeAtomic of what r reads.
+func writeAtomicFrom(dir, name string, r io.Reader) (err error) {
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
 		return err
@@ -251,10 +261,8 @@ func writeAtomic(dir, name string, parts ...[]byte) (err error) {
 			err = errors.Join(err, ignoreNotExist(os.Remove(tmp)))
 		}
 	}()
-	for _, p := range parts {
-		if _, err := f.Write(p); err != nil {
-			return errors.Join(err, f.Close())
-		}
+	if _, err := io.Copy(f, r); err != nil {
+		return errors.Join(err, f.Close())
 	}
 	if err := f.Sync(); err != nil {
 		return errors.Join(err, f.Close())

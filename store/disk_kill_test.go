@@ -188,7 +188,7 @@ func (w *writer) step(seq int) {
 			err = nil
 		}
 	case "put-file":
-		err = w.d.PutFile(ctx, &store.File{ID: c.file, SessionID: c.session, Name: "f.bin"}, data)
+		err = w.d.PutFile(ctx, &store.File{ID: c.file, SessionID: c.session, Name: "f.bin"}, bytes.NewReader(data), int64(len(data)))
 		if !slices.Contains(w.files[c.session], c.file) {
 			w.files[c.session] = append(w.files[c.session], c.file)
 		}

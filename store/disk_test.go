@@ -67,7 +67,7 @@ func fill(t *testing.T, s store.Store) (string, []string) {
 	var ids []string
 	for _, name := range []string{"a.txt", "b.txt"} {
 		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: name}
-		if err := s.PutFile(ctx, f, []byte("data of "+name)); err != nil {
+		if err := s.PutFile(ctx, f, strings.NewReader("data of "+name), int64(len("data of "+name))); err != nil {
 			t.Fatalf("PutFile: %v", err)
 		}
 		ids = append(ids, f.ID)
@@ -180,8 +180,8 @@ func TestDiskPathTraversal(t *testing.T) {
 			"TouchSession":  s.TouchSession(ctx, id, time.Now()),
 			"PutState":      s.PutState(ctx, id, []byte("x")),
 			"DeleteState":   s.DeleteState(ctx, id),
-			"PutFile":       s.PutFile(ctx, &store.File{ID: id, SessionID: real, Name: "x"}, []byte("x")),
-			"PutFile in":    s.PutFile(ctx, &store.File{ID: kiln.NewID(), SessionID: id, Name: "x"}, []byte("x")),
+			"PutFile":       s.PutFile(ctx, &store.File{ID: id, SessionID: real, Name: "x"}, strings.NewReader("x"), 1),
+			"PutFile in":    s.PutFile(ctx, &store.File{ID: kiln.NewID(), SessionID: id, Name: "x"}, strings.NewReader("x"), 1),
 			"DeleteFile":    s.DeleteFile(ctx, real, id),
 			"DeleteFile in": s.DeleteFile(ctx, id, kiln.NewID()),
 			"DeleteSession": s.DeleteSession(ctx, id),
@@ -205,7 +205,7 @@ func TestDiskPathTraversal(t *testing.T) {
 
 	// A file's name is only data: it never becomes a path.
 	f := &store.File{ID: kiln.NewID(), SessionID: real, Name: "../../../../victim"}
-	if err := s.PutFile(ctx, f, []byte("overwritten")); err != nil {
+	if err := s.PutFile(ctx, f, strings.NewReader("overwritten"), 11); err != nil {
 		t.Fatalf("PutFile: %v", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep me" {

@@ -20,8 +20,8 @@ import (
 // (package objstore). With Objects, the Redis store keeps only metadata and, in place
 // of each state blob and file's bytes, a reference to its object.
 type Objects interface {
-	// Put stores data under key, replacing what was there.
-	Put(ctx context.Context, key string, data []byte) error
+	// Put stores size bytes read from content under key, replacing what was there.
+	Put(ctx context.Context, key string, content io.Reader, size int64) error
 	// Get returns what is stored under key; ErrNotFound (wrapped) when nothing is.
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Open returns a reader of what is stored under key, which streams it; ErrNotFound
@@ -113,13 +113,21 @@ func refKey(v []byte) (string, bool) {
 	return string(v[len(objectRef):]), true
 }
 
-// upload puts data in the bucket under key and returns the reference to keep in Redis;
-// without objects, it returns data itself.
-func (r *Redis) upload(ctx context.Context, key string, data []byte) ([]byte, error) {
+// upload puts size bytes of content in the bucket under key and returns the reference
+// to keep in Redis, streaming them; without objects, it returns the bytes themselves.
+func (r *Redis) upload(ctx context.Context, key string, content io.Reader, size int64) ([]byte, error) {
+	content = exactly(content, size)
 	if r.objects == nil {
-		return data, nil
+		b := make([]byte, size)
+		if _, err := io.ReadFull(content, b); err != nil {
+			return nil, err
+		}
+		if _, err := content.Read(make([]byte, 1)); err != io.EOF {
+			return nil, err // more than size (exactly says so)
+		}
+		return b, nil
 	}
-	if err := r.objects.Put(ctx, key, data); err != nil {
+	if err := r.objects.Put(ctx, key, content, size); err != nil {
 		return nil, err
 	}
 	return refTo(key), nil

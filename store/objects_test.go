@@ -76,7 +76,7 @@ func TestObjectsFollowTheStore(t *testing.T) {
 	// A file past 64 KiB and a state blob, as real sessions have.
 	data := randomBytes(300 << 10)
 	f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "frame.parquet"}
-	if err := s.PutFile(ctx, f, data); err != nil {
+	if err := s.PutFile(ctx, f, bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	if f.Size != int64(len(data)) {
@@ -119,7 +119,7 @@ func TestObjectsFollowTheStore(t *testing.T) {
 
 	// Replaced: the new version is read, the old object is gone.
 	data2 := randomBytes(70 << 10)
-	if err := s.PutFile(ctx, &store.File{ID: f.ID, SessionID: sess.ID, Name: "frame.parquet"}, data2); err != nil {
+	if err := s.PutFile(ctx, &store.File{ID: f.ID, SessionID: sess.ID, Name: "frame.parquet"}, bytes.NewReader(data2), int64(len(data2))); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, _ := s.File(ctx, sess.ID, f.ID); !bytes.Equal(got, data2) {
@@ -139,7 +139,7 @@ func TestObjectsFollowTheStore(t *testing.T) {
 	// An object nothing refers to (a crash between upload and reference) is swept;
 	// the referenced ones stay.
 	orphan := "files/" + sess.ID + "/" + kiln.NewID() + "/" + kiln.NewID()
-	if err := s.bucket.Put(ctx, orphan, []byte("left behind")); err != nil {
+	if err := s.bucket.Put(ctx, orphan, strings.NewReader("left behind"), 11); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.SweepObjects(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
@@ -189,7 +189,7 @@ func TestObjectStoreRestartsMidTraffic(t *testing.T) {
 				id := kiln.NewID()
 				data := randomBytes(20<<10 + i)
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := s.PutFile(cctx, &store.File{ID: id, SessionID: sess.ID, Name: fmt.Sprintf("w%d-%d.bin", w, i)}, data)
+				err := s.PutFile(cctx, &store.File{ID: id, SessionID: sess.ID, Name: fmt.Sprintf("w%d-%d.bin", w, i)}, bytes.NewReader(data), int64(len(data)))
 				cancel()
 				mu.Lock()
 				if err == nil {
@@ -220,7 +220,7 @@ func TestObjectStoreRestartsMidTraffic(t *testing.T) {
 	}
 	// A reference whose object is gone is an error that says so, not empty bytes.
 	lost := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "lost.bin"}
-	if err := s.PutFile(ctx, lost, []byte("soon gone")); err != nil {
+	if err := s.PutFile(ctx, lost, strings.NewReader("soon gone"), 9); err != nil {
 		t.Fatal(err)
 	}
 	keys := objectKeys(t, s, "files/"+sess.ID+"/"+lost.ID+"/")

@@ -337,7 +337,7 @@ func (r *Redis) PutState(ctx context.Context, sessionID string, blob []byte) err
 	if err != nil {
 		return fmt.Errorf("put state: %w", err)
 	}
-	value, err := r.upload(ctx, stateObjects+sessionID+"/"+sum, blob)
+	value, err := r.upload(ctx, stateObjects+sessionID+"/"+sum, bytes.NewReader(blob), int64(len(blob)))
 	if err != nil {
 		return fmt.Errorf("put state: %w", err)
 	}
@@ -376,16 +376,18 @@ func (r *Redis) DeleteState(ctx context.Context, sessionID string) error {
 	return nil
 }
 
-// PutFile implements Store. It returns ErrTooLarge for data over the store's limit.
-func (r *Redis) PutFile(ctx context.Context, f *File, data []byte) error {
+// PutFile implements Store. It returns ErrTooLarge for a size over the store's limit,
+// before reading anything. With an object store the content streams to it; without, it
+// is read into Redis.
+func (r *Redis) PutFile(ctx context.Context, f *File, content io.Reader, size int64) error {
 	if !validIDs(f.ID, f.SessionID) {
 		return ErrNotFound
 	}
-	if int64(len(data)) > r.maxFile {
-		return fmt.Errorf("put file: %d bytes, limit %d: %w", len(data), r.maxFile, ErrTooLarge)
+	if size > r.maxFile {
+		return fmt.Errorf("put file: %d bytes, limit %d: %w", size, r.maxFile, ErrTooLarge)
 	}
 	rec := newFileRecord(f)
-	rec.Size = int64(len(data))
+	rec.Size = size
 	rec.CreatedAt = normTime(f.CreatedAt, time.Now())
 	meta, err := json.Marshal(rec)
 	if err != nil {
@@ -396,7 +398,7 @@ func (r *Redis) PutFile(ctx context.Context, f *File, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}
-	value, err := r.upload(ctx, fileObjects+f.SessionID+"/"+f.ID+"/"+kiln.NewID(), data)
+	value, err := r.upload(ctx, fileObjects+f.SessionID+"/"+f.ID+"/"+kiln.NewID(), content, size)
 	if err != nil {
 		return fmt.Errorf("put file: %w", err)
 	}

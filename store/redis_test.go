@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -80,7 +81,7 @@ func TestRedisSharedBetweenProcesses(t *testing.T) {
 		t.Fatalf("b.PutState: %v", err)
 	}
 	f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "out.csv"}
-	if err := a.PutFile(ctx, f, []byte("from a")); err != nil {
+	if err := a.PutFile(ctx, f, strings.NewReader("from a"), 6); err != nil {
 		t.Fatalf("a.PutFile: %v", err)
 	}
 	if err := b.TouchSession(ctx, sess.ID, t0.Add(time.Minute)); err != nil {
@@ -123,7 +124,7 @@ func TestRedisFileLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "f"}
-		err := r.PutFile(ctx, f, make([]byte, tt.size))
+		err := r.PutFile(ctx, f, bytes.NewReader(make([]byte, tt.size)), int64(tt.size))
 		if !errors.Is(err, tt.wantErr) {
 			t.Errorf("PutFile of %d bytes: %v, want %v", tt.size, err, tt.wantErr)
 		}
@@ -148,7 +149,7 @@ func TestRedisExpiresKeys(t *testing.T) {
 	if err := r.PutState(ctx, sess.ID, []byte("state")); err != nil {
 		t.Fatalf("PutState: %v", err)
 	}
-	if err := r.PutFile(ctx, &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "f"}, []byte("x")); err != nil {
+	if err := r.PutFile(ctx, &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "f"}, strings.NewReader("x"), 1); err != nil {
 		t.Fatalf("PutFile: %v", err)
 	}
 	ttls, err := r.KeyTTLs(ctx)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"slices"
 	"time"
 
@@ -50,7 +51,7 @@ type File struct {
 	// Name is the file's name as the user sees it. The store never uses it as a path.
 	Name        string
 	ContentType string
-	// Size is set by PutFile from the length of the data.
+	// Size is set by PutFile from the size of the content.
 	Size int64
 	// CreatedAt is set by the caller; a zero value becomes the current time.
 	CreatedAt time.Time
@@ -87,9 +88,10 @@ type Store interface {
 	// DeleteState removes the session's state blob; ErrNotFound when it has none.
 	DeleteState(ctx context.Context, sessionID string) error
 
-	// PutFile stores a file in session f.SessionID under f.ID, replacing any file with
-	// that id. It sets f.Size and fills a zero f.CreatedAt.
-	PutFile(ctx context.Context, f *File, data []byte) error
+	// PutFile stores a file in session f.SessionID under f.ID, its size bytes read from
+	// content, replacing any file with that id. It sets f.Size and fills a zero
+	// f.CreatedAt. Content of another length than size is an error, and nothing is kept.
+	PutFile(ctx context.Context, f *File, content io.Reader, size int64) error
 	// File returns a file of a session with its bytes.
 	File(ctx context.Context, sessionID, fileID string) (*File, []byte, error)
 	// Files lists the files of a session, sorted by CreatedAt, then Name, then ID.

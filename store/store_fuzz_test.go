@@ -73,7 +73,7 @@ func checkDiskIDs(t *testing.T, st *Disk, sid, fid string) {
 		checkRoot(t, st)
 	}()
 	checkRoot(t, st, sid)
-	err = st.PutFile(ctx, &File{ID: fid, SessionID: sid, Name: fid}, []byte("data"))
+	err = st.PutFile(ctx, &File{ID: fid, SessionID: sid, Name: fid}, strings.NewReader("data"), 4)
 	if !validIDs(fid) {
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("PutFile(%q) = %v, want ErrNotFound", fid, err)

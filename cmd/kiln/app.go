@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Limits:         limits,
 		MaxBodyBytes:   maxBodyBytes(limits),
 		MaxUploadBytes: cfg.MaxUploadMB << 20,
+		SpoolDir:       spoolDir(cfg.DataDir),
 		MaxFiles:       cfg.MaxFilesPerSession,
 		Observer:       met,
 		Metrics:        met.Handler(),
@@ -544,3 +546,12 @@ func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(sandbox)) }
 func (a poolAdapter) Keep(sb executor.Sandbox) { a.s.Keep(sb.(sandbox)) }
 
 func (a poolAdapter) Languages() ([]string, bool) { return a.s.Languages() }
+
+// spoolDir is where uploads wait for the store: on the data volume (a container's /tmp
+// is memory), or the system's temporary directory without one.
+func spoolDir(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, "spool")
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/kilnsh/kiln"
@@ -159,6 +162,58 @@ func testBinary(t *testing.T, s store.Store) {
 	}
 }
 
+// testStreamed puts files from readers that are not bytes in memory (an upload spooled to
+// disk, a stream from another store): 900 KiB of a CSV read in small pieces is kept
+// whole, and content longer or shorter than its given size is refused, keeping the file
+// as it was.
+func testStreamed(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	sess := newSession(t, s, "o", "e", baseTime())
+	var csv bytes.Buffer
+	csv.WriteString("id,price,qty\n")
+	for i := 0; csv.Len() < 900<<10; i++ { // within the test stores' file limit (1 MiB)
+		fmt.Fprintf(&csv, "%d,%d.%02d,%d\n", i, i%997, i%100, i%13)
+	}
+	data := csv.Bytes()
+	f := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "sales.csv", ContentType: "text/csv"}
+	if err := s.PutFile(ctx, f, iotest.HalfReader(bytes.NewReader(data)), int64(len(data))); err != nil {
+		t.Fatalf("PutFile of %d bytes from a reader: %v", len(data), err)
+	}
+	if f.Size != int64(len(data)) {
+		t.Errorf("Size = %d, want %d", f.Size, len(data))
+	}
+	kept := func(when string) {
+		t.Helper()
+		_, got, err := s.File(ctx, sess.ID, f.ID)
+		if err != nil || sha(got) != sha(data) {
+			t.Errorf("%s: File = %d bytes (%v), want the %d bytes put", when, len(got), err, len(data))
+		}
+	}
+	kept("put")
+	for _, tt := range []struct {
+		name    string
+		content string
+		size    int64
+	}{
+		{"longer", "0123456789", 4},
+		{"shorter", "0123", 10},
+		{"empty, said one byte", "", 1},
+	} {
+		g := &store.File{ID: f.ID, SessionID: sess.ID, Name: "sales.csv"}
+		if err := s.PutFile(ctx, g, strings.NewReader(tt.content), tt.size); err == nil {
+			t.Errorf("%s: PutFile of %d bytes said to be %d: no error", tt.name, len(tt.content), tt.size)
+		}
+		kept(tt.name)
+		h := &store.File{ID: kiln.NewID(), SessionID: sess.ID, Name: "other.csv"}
+		if err := s.PutFile(ctx, h, strings.NewReader(tt.content), tt.size); err == nil {
+			t.Errorf("%s: PutFile of a new file of %d bytes said to be %d: no error", tt.name, len(tt.content), tt.size)
+		}
+		if _, _, err := s.File(ctx, sess.ID, h.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: the refused new file: %v, want ErrNotFound", tt.name, err)
+		}
+	}
+}
+
 // testConcurrent has writers race on one session and on sessions of their own.
 func testConcurrent(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -172,7 +227,7 @@ func testConcurrent(t *testing.T, s store.Store) {
 		wg.Go(func() {
 			for i := range filesEach {
 				f := &store.File{ID: kiln.NewID(), SessionID: shared.ID, Name: fmt.Sprintf("w%d-%d", w, i)}
-				errs <- s.PutFile(ctx, f, []byte(f.Name))
+				errs <- s.PutFile(ctx, f, strings.NewReader(f.Name), int64(len(f.Name)))
 			}
 			errs <- s.PutState(ctx, shared.ID, blobs[w])
 			errs <- s.TouchSession(ctx, shared.ID, time.Now())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"files", testFiles},
 		{"file replace", testFileReplace},
 		{"binary data", testBinary},
+		{"streamed content", testStreamed},
 		{"delete session", testDeleteSession},
 		{"sweep", testSweep},
 		{"concurrent writers", testConcurrent},
@@ -84,7 +86,7 @@ func getSession(t *testing.T, s store.Store, id string) *store.Session {
 
 func putFile(t *testing.T, s store.Store, f *store.File, data []byte) {
 	t.Helper()
-	if err := s.PutFile(t.Context(), f, data); err != nil {
+	if err := s.PutFile(t.Context(), f, bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatalf("PutFile(%s): %v", f.Name, err)
 	}
 }
@@ -159,7 +161,7 @@ var sessionOps = []op{
 		return err
 	}},
 	{"PutFile", func(ctx context.Context, s store.Store, id, fid string) error {
-		return s.PutFile(ctx, &store.File{ID: fid, SessionID: id, Name: "a.txt"}, []byte("data"))
+		return s.PutFile(ctx, &store.File{ID: fid, SessionID: id, Name: "a.txt"}, strings.NewReader("data"), 4)
 	}},
 	{"File", func(ctx context.Context, s store.Store, id, fid string) error {
 		_, _, err := s.File(ctx, id, fid)
