@@ -213,10 +213,15 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 	}
 	b.dockerPhases(ctx, res)
 
-	log.Printf("kiln B: pool exhaustion")
+	log.Printf("kiln B: the memory of one upload, then pool exhaustion")
 	srv, k, err = b.start(ctx, []string{"MAX_QUEUE=2", "QUEUE_TIMEOUT_SECONDS=1"}, 2)
 	if err != nil {
 		return fmt.Errorf("start kiln B: %w", err)
+	}
+	if growth, body, err := uploadMemory(ctx, k, srv.PID(), 4, 20<<20); err != nil {
+		log.Printf("upload memory: %v", err)
+	} else {
+		res.Resources.UploadRSSGrowthMB, res.Resources.UploadBodyMB = growth, body
 	}
 	ex := exhaustion(ctx, k, 16, time.Second)
 	ex.Config = "POOL_SIZE=2 MAX_QUEUE=2 QUEUE_TIMEOUT_SECONDS=1, 16 calls at once"

@@ -66,10 +66,14 @@ type Exhaustion struct {
 
 // Resources are kiln's own costs.
 type Resources struct {
-	IdleRSSMB       float64            `json:"idle_rss_mb"`
-	PeakRSSMB       float64            `json:"peak_rss_mb"`
-	PeakPrintRSSMB  float64            `json:"peak_rss_print_phases_mb"`
-	CPUPerRequestMS map[string]float64 `json:"cpu_ms_per_request"`
+	IdleRSSMB      float64 `json:"idle_rss_mb"`
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
+	PeakPrintRSSMB float64 `json:"peak_rss_print_phases_mb"`
+	// UploadRSSGrowthMB is how far a fresh kiln's RSS rose during one upload of
+	// UploadBodyMB (uploadMemory).
+	UploadRSSGrowthMB float64            `json:"upload_rss_growth_mb"`
+	UploadBodyMB      float64            `json:"upload_body_mb"`
+	CPUPerRequestMS   map[string]float64 `json:"cpu_ms_per_request"`
 	// PollCPUMS is kiln's CPU per /metrics poll, taken out of the paced phases' figures.
 	PollCPUMS float64 `json:"cpu_ms_per_pacing_poll"`
 }
@@ -185,6 +189,10 @@ func table(r *Results) string {
 	}
 	fmt.Fprintf(&b, "\nkiln RSS: idle %.1f MB (pool of 8 full), peak %.1f MB during the print(1) phases, %.1f MB over the run (the state rows included)\n",
 		r.Resources.IdleRSSMB, r.Resources.PeakPrintRSSMB, r.Resources.PeakRSSMB)
+	if r.Resources.UploadBodyMB > 0 {
+		fmt.Fprintf(&b, "kiln RSS growth during one upload of %.1f MB (4 files) into a fresh kiln: %.1f MB, %.2f of the body (target %.2f)\n",
+			r.Resources.UploadBodyMB, r.Resources.UploadRSSGrowthMB, r.Resources.UploadRSSGrowthMB/r.Resources.UploadBodyMB, uploadMemoryTarget)
+	}
 	fmt.Fprintf(&b, "kiln CPU per request (its sandbox's warm-up and removal included; %.3f ms per pacing poll taken out):\n", r.Resources.PollCPUMS)
 	for _, k := range sortedKeys(r.Resources.CPUPerRequestMS) {
 		fmt.Fprintf(&b, "  %-40s %7.2f ms\n", k, r.Resources.CPUPerRequestMS[k])
@@ -262,6 +270,10 @@ func markdown(r *Results) string {
 	b.WriteString("| phase | CPU ms per request |\n|---|---:|\n")
 	for _, k := range sortedKeys(r.Resources.CPUPerRequestMS) {
 		fmt.Fprintf(&b, "| %s | %.2f |\n", k, r.Resources.CPUPerRequestMS[k])
+	}
+	if r.Resources.UploadBodyMB > 0 {
+		fmt.Fprintf(&b, "\nkiln RSS growth during one upload of %.1f MB (4 files) into a fresh kiln: %.1f MB, %.2f of the body (target at most %.2f: files past 64 KiB are spooled to disk).\n",
+			r.Resources.UploadBodyMB, r.Resources.UploadRSSGrowthMB, r.Resources.UploadRSSGrowthMB/r.Resources.UploadBodyMB, uploadMemoryTarget)
 	}
 	if len(r.Preload) > 0 {
 		b.WriteString("\n| PRELOAD_MODULES | warm-up p50 ms | warm-up p90 ms | warm-ups | refill per second | first `import pandas` p50 ms |\n|---|---:|---:|---:|---:|---:|\n")
