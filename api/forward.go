@@ -239,7 +239,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, o owned, target
 			var op *net.OpError
 			if errors.As(err, &op) && op.Op == "dial" {
 				logger(r).Warn("the owner cannot be reached: serving here", "owner", owner, "err", err)
-				info(r).forwardedTo = ""
+				info(r).forwardedTo, info(r).passedOver = "", owner
 				if o.claim {
 					if _, err := s.replicas.Peers.TakeOver(r.Context(), o.key, owner, o.ttl); err != nil {
 						logger(r).Warn("taking over from an unreachable owner failed", "key", o.key, "err", err)

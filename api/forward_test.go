@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +19,11 @@ type directory struct {
 	mu    sync.Mutex
 	peers map[string]string // instance → URL
 	own   map[string]string // key → instance
+	obs   map[string]*ObserverLog
 }
 
 func newDirectory() *directory {
-	return &directory{peers: map[string]string{}, own: map[string]string{}}
+	return &directory{peers: map[string]string{}, own: map[string]string{}, obs: map[string]*ObserverLog{}}
 }
 
 type dirView struct {
@@ -82,12 +84,13 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 // replica is a harness that is one of several replicas sharing dir.
 func replica(t *testing.T, dir *directory, instance string) (*Harness, *httptest.Server) {
-	h := NewHarness(t, HarnessConfig{InstanceID: instance, Replicas: Replicas{
+	obs := &ObserverLog{}
+	h := NewHarness(t, HarnessConfig{InstanceID: instance, Observer: obs, Replicas: Replicas{
 		Peers: dir.as(instance), Secret: testSecret, SessionTTL: time.Minute, RunTTL: time.Minute, MCPTTL: time.Minute}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	dir.mu.Lock()
-	dir.peers[instance] = srv.URL
+	dir.peers[instance], dir.obs[instance] = srv.URL, obs
 	dir.mu.Unlock()
 	return h, srv
 }
@@ -143,6 +146,13 @@ func TestForwardToOwner(t *testing.T) {
 	}
 	if owner := dir.own[sessionKey(sid)]; owner != "a" {
 		t.Errorf("the session is owned by %q after a served it in place of dead b, want a", owner)
+	}
+	// Each crossing is counted where it happened (the metric kiln_replica_forwards_total).
+	want := map[string][]string{"a": {"/exec " + ForwardedOut, "/exec " + PassedOver}, "b": {"/exec " + ForwardedIn}}
+	for instance, obs := range dir.obs {
+		if got := obs.ForwardedSeen(); !slices.Equal(got, want[instance]) {
+			t.Errorf("replica %s observed crossings %q, want %q", instance, got, want[instance])
+		}
 	}
 }
 

@@ -198,8 +198,9 @@ type Observed struct {
 
 // ObserverLog is an Observer that keeps what it is told.
 type ObserverLog struct {
-	mu   sync.Mutex
-	seen []Observed
+	mu        sync.Mutex
+	seen      []Observed
+	forwarded []string
 }
 
 // Request implements Observer.
@@ -207,6 +208,20 @@ func (o *ObserverLog) Request(route, method string, status int, _ time.Duration)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.seen = append(o.seen, Observed{Route: route, Method: method, Status: status})
+}
+
+// Forwarded implements Observer.
+func (o *ObserverLog) Forwarded(route, how string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.forwarded = append(o.forwarded, route+" "+how)
+}
+
+// ForwardedSeen returns the crossings observed, each "route how", in order.
+func (o *ObserverLog) ForwardedSeen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.forwarded)
 }
 
 // Seen returns the requests observed, in the order they finished.

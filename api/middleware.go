@@ -38,8 +38,22 @@ type reqInfo struct {
 	// acquire takes one of the caller's execution slots (RunSlots); set on /mcp.
 	acquire func() (release func(), ok bool)
 	// forwardedFrom is the replica that forwarded the request here, forwardedTo the
-	// one it was forwarded to; "" when none.
-	forwardedFrom, forwardedTo string
+	// one it was forwarded to; "" when none. passedOver is an owner that could not be
+	// reached, so that the request was served here.
+	forwardedFrom, forwardedTo, passedOver string
+}
+
+// crossed says how the request crossed replicas (Observer.Forwarded), or "".
+func (ri *reqInfo) crossed() string {
+	switch {
+	case ri.forwardedTo != "":
+		return ForwardedOut
+	case ri.forwardedFrom != "":
+		return ForwardedIn
+	case ri.passedOver != "":
+		return PassedOver
+	}
+	return ""
 }
 
 // endRun calls the request's runOver, if any.
@@ -105,9 +119,15 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 			if ri.forwardedTo != "" {
 				attrs = append(attrs, slog.String("forwarded_to", ri.forwardedTo))
 			}
+			if ri.passedOver != "" {
+				attrs = append(attrs, slog.String("owner_unreachable", ri.passedOver))
+			}
 			ri.log.LogAttrs(r.Context(), levelFor(status), "request", attrs...)
 			if s.obs != nil {
 				s.obs.Request(route, r.Method, status, d)
+				if how := ri.crossed(); how != "" {
+					s.obs.Forwarded(route, how)
+				}
 			}
 		}()
 		next.ServeHTTP(sw, r)

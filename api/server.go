@@ -24,7 +24,18 @@ type Health interface {
 // Observer is told about every HTTP request; kiln's metrics implement it.
 type Observer interface {
 	Request(route, method string, status int, d time.Duration)
+	// Forwarded is told, after Request, how a request crossed replicas: ForwardedOut
+	// (sent to its owner), ForwardedIn (sent here by another replica) or PassedOver
+	// (its owner could not be reached: served here).
+	Forwarded(route, how string)
 }
+
+// How a request crossed replicas (Observer.Forwarded).
+const (
+	ForwardedOut = "to_owner"
+	ForwardedIn  = "from_replica"
+	PassedOver   = "owner_unreachable"
+)
 
 // Config is what a Server needs.
 type Config struct {

@@ -33,6 +33,7 @@ type Metrics struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	forwards     *prometheus.CounterVec
 
 	recent *ring
 }
@@ -81,6 +82,10 @@ func New() *Metrics {
 		httpDuration: f.histogramVec("kiln_http_request_duration_seconds",
 			"HTTP request latency by route pattern and method, until the answer was written.",
 			durationBuckets, "route", "method"),
+		forwards: f.counterVec("kiln_replica_forwards_total",
+			"Requests that crossed replicas, by route pattern and how: to_owner (this replica sent it to the replica "+
+				"that holds its session or run), from_replica (another replica sent it here), owner_unreachable "+
+				"(the owner could not be reached, so this replica served it).", "route", "how"),
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero, so that rates and alerts see every series
@@ -114,6 +119,11 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	method = boundedMethod(method)
 	m.httpRequests.WithLabelValues(route, method, statusCode(status)).Inc()
 	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// Forwarded implements api.Observer: a request that crossed replicas.
+func (m *Metrics) Forwarded(route, how string) {
+	m.forwards.WithLabelValues(route, how).Inc()
 }
 
 // boundedMethod maps anything but the standard methods to "other": a client can send

@@ -108,6 +108,9 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	obs.Waited(10*time.Second, kiln.ErrQueueTimeout)
 	m.Request("/exec", "POST", 200, time.Millisecond)
 	m.Request("unmatched", "BREW", 404, time.Millisecond)
+	m.Forwarded("/exec", "to_owner")
+	m.Forwarded("/exec", "to_owner")
+	m.Forwarded("/mcp", "from_replica")
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -115,6 +118,8 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`kiln_executions_total{status="ok"} 1`,
+		`kiln_replica_forwards_total{how="to_owner",route="/exec"} 2`,
+		`kiln_replica_forwards_total{how="from_replica",route="/mcp"} 1`,
 		`kiln_executions_total{status="error"} 1`,
 		`kiln_executions_total{status="unavailable"} 1`,
 		`kiln_executions_total{status="oom"} 0`,

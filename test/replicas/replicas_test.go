@@ -181,6 +181,26 @@ func exec(t *testing.T, base string, body map[string]any) kilntest.ExecResponse 
 // forwardedTo counts the requests replica s forwarded to another.
 func forwardedTo(s *kilntest.Server) int { return strings.Count(s.Logs(), `"forwarded_to"`) }
 
+// forwards sums a replica's kiln_replica_forwards_total of one kind (how) over routes.
+func forwards(t *testing.T, s *kilntest.Server, how string) int {
+	t.Helper()
+	resp, body, err := s.Request(http.MethodGet, "/metrics", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %s", err, body)
+	}
+	n := 0
+	for line := range strings.Lines(string(body)) {
+		if rest, ok := strings.CutPrefix(line, `kiln_replica_forwards_total{how="`+how+`",`); ok {
+			var v int
+			if _, err := fmt.Sscan(rest[strings.IndexByte(rest, '}')+1:], &v); err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
+}
+
 func TestReplicas(t *testing.T) {
 	c := startCluster(t, 3)
 	r := c.replicas
@@ -199,6 +219,7 @@ func TestReplicas(t *testing.T) {
 		}
 		sid = first.SessionID
 		before := forwardedTo(r[1]) + forwardedTo(r[2])
+		sent, received := forwards(t, r[1], "to_owner")+forwards(t, r[2], "to_owner"), forwards(t, r[0], "from_replica")
 		for i := 2; i <= 7; i++ {
 			res := exec(t, r[(i-1)%3].URL, map[string]any{"session_id": sid, "code": "next(g), int(df.a.sum()), round(float(df.b.mean()), 3)"})
 			want := fmt.Sprintf("(%d, 199990000, 0.5)", i)
@@ -208,6 +229,10 @@ func TestReplicas(t *testing.T) {
 		}
 		if got := forwardedTo(r[1]) + forwardedTo(r[2]) - before; got != 4 {
 			t.Errorf("replicas 1 and 2 forwarded %d calls, want 4", got)
+		}
+		sent = forwards(t, r[1], "to_owner") + forwards(t, r[2], "to_owner") - sent
+		if received = forwards(t, r[0], "from_replica") - received; sent != 4 || received != 4 {
+			t.Errorf("kiln_replica_forwards_total: replicas 1 and 2 sent %d, replica 0 received %d; want 4 and 4", sent, received)
 		}
 		// Through the round-robin proxy, as a client behind a load balancer.
 		for i := 8; i <= 10; i++ {
