@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -418,6 +419,42 @@ func TestReplicas(t *testing.T) {
 		if keys, _ := bucket.List(t.Context(), "state/"+res.SessionID+"/", time.Now().Add(time.Hour)); len(keys) != 1 {
 			t.Errorf("the session's state objects in the bucket: %v, want one", keys)
 		}
+		// An upload through replica 2 streams to the bucket (spooled past 64 KiB, never
+		// held whole); a run through replica 0 reads it back from there.
+		var csv bytes.Buffer
+		csv.WriteString("sku,units\n")
+		for i := 0; csv.Len() < 1<<20; i++ {
+			fmt.Fprintf(&csv, "SKU-%05d,%d\n", i, i%17)
+		}
+		var form bytes.Buffer
+		mw := multipart.NewWriter(&form)
+		fw, _ := mw.CreateFormFile("file", "inventory.csv")
+		fw.Write(csv.Bytes())
+		mw.Close()
+		resp, b, err := r[2].Request(http.MethodPost, "/upload", &form, http.Header{"Content-Type": {mw.FormDataContentType()}})
+		var up struct {
+			SessionID string `json:"session_id"`
+			Files     []struct {
+				FileID string `json:"fileId"`
+			} `json:"files"`
+		}
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &up) != nil || len(up.Files) != 1 {
+			t.Fatalf("upload through replica 2: %v %s", err, b)
+		}
+		if keys, err := bucket.List(t.Context(), "files/"+up.SessionID+"/"+up.Files[0].FileID+"/", time.Now().Add(time.Hour)); err != nil || len(keys) != 1 {
+			t.Errorf("the upload's objects in the bucket: %v %v, want one", keys, err)
+		}
+		read := exec(t, r[0].URL, map[string]any{"files": []map[string]string{{"id": up.Files[0].FileID, "session_id": up.SessionID, "name": "inventory.csv"}},
+			"code": "import pandas as pd\ninv = pd.read_csv('inventory.csv')\nlen(inv), int(inv.units.sum())"})
+		rows := strings.Count(csv.String(), "\n") - 1
+		units := 0
+		for i := range rows {
+			units += i % 17
+		}
+		if want := fmt.Sprintf("(%d, %d)", rows, units); kilntest.Str(read.Result) != want {
+			t.Errorf("the upload read through replica 0: %s (%s), want %s; stderr %q", kilntest.Str(read.Result), read.Status, want, read.Stderr)
+		}
+
 		// The session goes on through the third replica, in its live interpreter.
 		again := exec(t, r[0].URL, map[string]any{"session_id": res.SessionID, "code": "int(pd.read_csv('/mnt/data/squares.csv').sq.sum() == df.sq.sum())"})
 		if kilntest.Str(again.Result) != "1" || again.RuntimeStatus != "reused" {
