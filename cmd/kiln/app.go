@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -291,6 +292,9 @@ func (m *Main) Close(ctx context.Context) error {
 // openStore opens Redis when REDIS_URL is set, else the embedded store under
 // DATA_DIR, and starts the sweeper of expired sessions.
 func (m *Main) openStore(ctx context.Context) error {
+	if err := makeSpool(m.cfg.DataDir); err != nil {
+		return err
+	}
 	ttl := time.Duration(m.cfg.SessionTTLHours * float64(time.Hour))
 	if m.cfg.RedisURL != "" {
 		st, err := store.OpenRedis(ctx, m.cfg.RedisURL, ttl, m.cfg.MaxFileSizeMB<<20)
@@ -554,4 +558,17 @@ func spoolDir(dataDir string) string {
 		return ""
 	}
 	return filepath.Join(dataDir, "spool")
+}
+
+// makeSpool makes the uploads' spool directory at start, so that a DATA_DIR kiln cannot
+// write stops it now rather than failing its first upload past 64 KiB, with Redis too.
+func makeSpool(dataDir string) error {
+	dir := spoolDir(dataDir)
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("DATA_DIR %s: uploads past 64 KiB are spooled in %s, which kiln cannot make: %w", dataDir, dir, err)
+	}
+	return nil
 }

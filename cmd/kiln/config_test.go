@@ -416,3 +416,27 @@ func TestPoolSpecs(t *testing.T) {
 		}
 	}
 }
+
+// A DATA_DIR kiln cannot write stops it at start, with Redis too: uploads spool there.
+func TestSpoolDirectory(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if err := makeSpool(data); err != nil {
+		t.Fatalf("a new DATA_DIR: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(data, "spool")); err != nil || !fi.IsDir() {
+		t.Errorf("the spool directory: %v, want it made", err)
+	}
+	if err := makeSpool(data); err != nil {
+		t.Errorf("again: %v, want no error", err)
+	}
+	blocked := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeSpool(blocked); err == nil || !strings.Contains(err.Error(), "DATA_DIR "+blocked) {
+		t.Errorf("a DATA_DIR that is a file: %v, want an error naming it", err)
+	}
+	if err := makeSpool(""); err != nil {
+		t.Errorf("no DATA_DIR (the system's temporary directory): %v", err)
+	}
+}
