@@ -153,10 +153,7 @@ FUZZ_FLAGS ?= -fuzzminimizetime 5s
 
 ## fuzz-short: every fuzz target for FUZZTIME (10s) each; a failing input is saved under the package's testdata/fuzz
 fuzz-short:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -timeout 0 $(FUZZ_FLAGS) ./$${t%%:*}; \
-	done
+	@GO=$(GO) FUZZ_FLAGS="$(FUZZ_FLAGS)" test/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 ## fuzz: every fuzz target for FUZZ_LONG (5m) each
 fuzz:
