@@ -236,8 +236,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, o owned, target
 		Transport:     s.peerTransport,
 		FlushInterval: -1, // streams (SSE, MCP) pass each event on at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// No answer came (the handler is called before any byte of one). A dial that
+			// failed, or a kept-alive connection that broke on an owner that no longer
+			// takes connections, is an owner gone: the request is served here.
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
+			gone := errors.As(err, &op) && op.Op == "dial"
+			if !gone && r.Context().Err() == nil {
+				gone = !s.answers(r.Context(), u.Host)
+			}
+			if gone {
 				logger(r).Warn("the owner cannot be reached: serving here", "owner", owner, "err", err)
 				info(r).forwardedTo, info(r).passedOver = "", owner
 				if o.claim {
@@ -260,11 +267,25 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, o owned, target
 	proxy.ServeHTTP(w, r)
 }
 
+// answers reports whether a replica at host takes connections at all.
+func (s *Server) answers(ctx context.Context, host string) bool {
+	c, err := (&net.Dialer{Timeout: peerDialTimeout}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// peerDialTimeout bounds a connection to another replica: a dead owner is passed over
+// after at most this long.
+const peerDialTimeout = 2 * time.Second
+
 // newPeerTransport is the HTTP transport between replicas: no proxy from the
 // environment, short dials (a dead owner is passed over quickly), long streams.
 func newPeerTransport() *http.Transport {
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     90 * time.Second,
 	}

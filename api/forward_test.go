@@ -1,14 +1,17 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -147,12 +150,79 @@ func TestForwardToOwner(t *testing.T) {
 	if owner := dir.own[sessionKey(sid)]; owner != "a" {
 		t.Errorf("the session is owned by %q after a served it in place of dead b, want a", owner)
 	}
-	// Each crossing is counted where it happened (the metric kiln_replica_forwards_total).
+	// Each crossing is counted where it happened (the metric kiln_replica_forwards_total),
+	// once the request is over: after its answer reached the client.
 	want := map[string][]string{"a": {"/exec " + ForwardedOut, "/exec " + PassedOver}, "b": {"/exec " + ForwardedIn}}
 	for instance, obs := range dir.obs {
-		if got := obs.ForwardedSeen(); !slices.Equal(got, want[instance]) {
+		deadline := time.Now().Add(5 * time.Second)
+		got := obs.ForwardedSeen()
+		for !slices.Equal(got, want[instance]) && len(got) < len(want[instance]) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			got = obs.ForwardedSeen()
+		}
+		if !slices.Equal(got, want[instance]) {
 			t.Errorf("replica %s observed crossings %q, want %q", instance, got, want[instance])
 		}
+	}
+}
+
+// brokenOwner is a replica that takes connections and drops each request unanswered, as a
+// kiln dying mid-answer does; after die, the next request it takes is its last: it stops
+// listening before dropping it, as a killed kiln's port goes with it.
+func brokenOwner(t *testing.T) (url string, die func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var dying atomic.Bool
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = http.ReadRequest(bufio.NewReader(c))
+			if dying.Load() {
+				_ = ln.Close()
+			}
+			_ = c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String(), func() { dying.Store(true) }
+}
+
+// An owner that broke while answering: while it still takes connections, the client is
+// told to retry; when it no longer does, it is gone, and the call is served where it
+// landed (from the stored state).
+func TestForwardOwnerBreaksMidAnswer(t *testing.T) {
+	dir := newDirectory()
+	a, srvA := replica(t, dir, "a")
+	_, first := postJSON(t, srvA.URL+"/exec", `{"code":"x = 1","lang":"py"}`, nil)
+	sid, _ := first["session_id"].(string)
+	url, die := brokenOwner(t)
+	dir.mu.Lock()
+	dir.peers["c"], dir.own[sessionKey(sid)] = url, "c"
+	dir.mu.Unlock()
+
+	resp, out := postJSON(t, srvA.URL+"/exec", `{"code":"x","lang":"py","session_id":"`+sid+`"}`, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || a.runs() != 1 {
+		t.Fatalf("owner alive but failing: %d %v (Retry-After %q), a ran %d; want 503, Retry-After 1, not run on a",
+			resp.StatusCode, out, resp.Header.Get("Retry-After"), a.runs())
+	}
+	// It dies with the next request under way: the connection breaks, and no new one is
+	// taken.
+	die()
+	resp, out = postJSON(t, srvA.URL+"/exec", `{"code":"x","lang":"py","session_id":"`+sid+`"}`, nil)
+	if resp.StatusCode != http.StatusOK || a.runs() != 2 {
+		t.Fatalf("owner gone: %d %v, a ran %d; want a to serve it", resp.StatusCode, out, a.runs())
+	}
+	dir.mu.Lock()
+	owner := dir.own[sessionKey(sid)]
+	dir.mu.Unlock()
+	if owner != "a" {
+		t.Errorf("the session is owned by %q after a served it in place of gone c, want a", owner)
 	}
 }
 
