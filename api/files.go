@@ -113,14 +113,10 @@ func (s *Server) readFile(form *uploadForm, part io.Reader, max int64) (io.Reade
 	if err != nil || int64(len(head)) <= spoolPast || int64(len(head)) > max {
 		return bytes.NewReader(head), int64(len(head)), err
 	}
-	dir := s.spoolDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	sp, err := os.CreateTemp(dir, "upload-*")
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(dir, 0o700); err == nil {
-			sp, err = os.CreateTemp(dir, "upload-*")
+	sp, err := os.CreateTemp(s.spoolDir, "upload-*") // "": the system's temporary directory
+	if errors.Is(err, fs.ErrNotExist) && s.spoolDir != "" {
+		if err = os.MkdirAll(s.spoolDir, 0o700); err == nil {
+			sp, err = os.CreateTemp(s.spoolDir, "upload-*")
 		}
 	}
 	if err != nil {

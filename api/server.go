@@ -50,14 +50,14 @@ type Config struct {
 	Limits         executor.Limits
 	MaxBodyBytes   int64 // largest JSON body accepted
 	MaxUploadBytes int64 // largest upload body accepted
+	MaxFiles       int   // files in one upload, and per session
+	Observer       Observer
+	Metrics        http.Handler // served at /metrics (behind the key) when set
+	Stats          StatsSource  // feeds GET /stats, the dashboard's data, when set
+	RateLimit      RateLimit    // per-caller limits; zero values are off
 	// SpoolDir is where uploaded files past spoolPast wait for the store, rather than in
 	// memory; empty is the system's temporary directory.
-	SpoolDir  string
-	MaxFiles  int // files in one upload, and per session
-	Observer  Observer
-	Metrics   http.Handler // served at /metrics (behind the key) when set
-	Stats     StatsSource  // feeds GET /stats, the dashboard's data, when set
-	RateLimit RateLimit    // per-caller limits; zero values are off
+	SpoolDir string
 	// MCP is served at /mcp (not under /v1) behind the key and the rate limit, when set.
 	MCP http.Handler
 	// InstanceID names this kiln in continuation tokens, so that another instance that

@@ -1,7 +1,6 @@
 package fault
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
@@ -149,35 +148,13 @@ func idlePool(t *testing.T, s *kilntest.Server) sandboxCounts {
 		p = s.MustPool(t)
 		return p.Ready == p.Target && p.Warming == 0 && p.InUse == 0 && p.Waiting == 0
 	})
-	resp, b, err := s.Request(http.MethodGet, "/metrics", nil, nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %s", err, b)
-	}
+	b := s.Metrics(t)
 	return sandboxCounts{
-		checkouts:   metricSum(b, "kiln_pool_checkouts_total"),
-		created:     metricSum(b, "kiln_sandboxes_created_total"),
+		checkouts:   kilntest.MetricSum(b, "kiln_pool_checkouts_total"),
+		created:     kilntest.MetricSum(b, "kiln_sandboxes_created_total"),
 		poolCreated: p.Created,
 		removed:     p.Removed,
 	}
-}
-
-// metricSum adds up every series of a metric in the Prometheus text format.
-func metricSum(text []byte, name string) float64 {
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != '{' && rest[0] != ' ' {
-			continue
-		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(f) > 0 {
-			v, _ := strconv.ParseFloat(f[0], 64)
-			sum += v
-		}
-	}
-	return sum
 }
 
 // sessionState returns the size of a session's state, from GET /state/{id}/info.

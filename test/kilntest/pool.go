@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,20 +31,26 @@ type Pool struct {
 
 // Pool reads the pool's state from /health/detailed with the server's key.
 func (s *Server) Pool() (Pool, error) {
-	resp, b, err := s.Request(http.MethodGet, "/health/detailed", nil, nil)
-	if err != nil {
-		return Pool{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Pool{}, fmt.Errorf("GET /health/detailed: status %d: %s", resp.StatusCode, b)
-	}
 	var body struct {
 		Pool Pool `json:"pool"`
 	}
-	if err := json.Unmarshal(b, &body); err != nil {
-		return Pool{}, fmt.Errorf("GET /health/detailed: %v: %s", err, b)
+	err := s.healthDetailed(&body)
+	return body.Pool, err
+}
+
+// healthDetailed reads GET /health/detailed with the server's key into v.
+func (s *Server) healthDetailed(v any) error {
+	resp, b, err := s.Request(http.MethodGet, "/health/detailed", nil, nil)
+	if err != nil {
+		return err
 	}
-	return body.Pool, nil
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /health/detailed: status %d: %s", resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("GET /health/detailed: %v: %s", err, b)
+	}
+	return nil
 }
 
 // MustPool is Pool for tests: it fails the test on error.
@@ -80,18 +88,39 @@ type Live struct {
 // Live reads the live sessions' state from /health/detailed with the server's key.
 func (s *Server) Live(t testing.TB) Live {
 	t.Helper()
-	resp, b, err := s.Request(http.MethodGet, "/health/detailed", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var body struct {
 		Live Live `json:"live"`
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /health/detailed: status %d: %s", resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, &body); err != nil {
-		t.Fatalf("GET /health/detailed: %v: %s", err, b)
+	if err := s.healthDetailed(&body); err != nil {
+		t.Fatal(err)
 	}
 	return body.Live
+}
+
+// Metrics reads GET /metrics with the server's key.
+func (s *Server) Metrics(t testing.TB) []byte {
+	t.Helper()
+	resp, b, err := s.Request(http.MethodGet, "/metrics", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %s", err, b)
+	}
+	return b
+}
+
+// MetricSum adds up the series of Prometheus text whose lines start with series: a
+// metric's name (all its series), or its name and its first labels in their order
+// (`kiln_replica_forwards_total{how="to_owner",`).
+func MetricSum(text []byte, series string) float64 {
+	var sum float64
+	for line := range strings.Lines(string(text)) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), series)
+		if !ok || rest == "" || !strings.Contains(series, "{") && rest[0] != '{' && rest[0] != ' ' {
+			continue
+		}
+		if f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:]); len(f) > 0 {
+			v, _ := strconv.ParseFloat(f[0], 64)
+			sum += v
+		}
+	}
+	return sum
 }

@@ -185,21 +185,7 @@ func forwardedTo(s *kilntest.Server) int { return strings.Count(s.Logs(), `"forw
 // forwards sums a replica's kiln_replica_forwards_total of one kind (how) over routes.
 func forwards(t *testing.T, s *kilntest.Server, how string) int {
 	t.Helper()
-	resp, body, err := s.Request(http.MethodGet, "/metrics", nil, nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %s", err, body)
-	}
-	n := 0
-	for line := range strings.Lines(string(body)) {
-		if rest, ok := strings.CutPrefix(line, `kiln_replica_forwards_total{how="`+how+`",`); ok {
-			var v int
-			if _, err := fmt.Sscan(rest[strings.IndexByte(rest, '}')+1:], &v); err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			n += v
-		}
-	}
-	return n
+	return int(kilntest.MetricSum(s.Metrics(t), `kiln_replica_forwards_total{how="`+how+`",`))
 }
 
 func TestReplicas(t *testing.T) {
