@@ -269,6 +269,9 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	c := caller(r, req.UserID)
 	// The run outlives this request: a client that goes away cancels it (awaitStep).
 	ctx := context.WithoutCancel(r.Context())
+	// This request waits on the run from before it starts: a run that ends at once (a
+	// refused tool) still has its answer taken, not dropped as nobody's.
+	run.attach()
 	go func() {
 		defer freeSlot()
 		res, err := s.sessions.Exec(ctx, c, sreq)
@@ -298,7 +301,14 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		return
 	}
 	run := s.ptc.get(id)
+	if run != nil {
+		// Waiting before the run has its results: it may end as soon as it has them.
+		run.attach()
+	}
 	if err := s.sessions.Continue(r.Context(), caller(r, ""), id, secret, req.ToolResults); err != nil {
+		if run != nil {
+			run.detach()
+		}
 		writeError(w, r, err)
 		return
 	}
@@ -320,9 +330,9 @@ func (s *Server) ownRequest(r *http.Request) {
 }
 
 // awaitStep answers with the run's next step: a pause, or its end. A client that goes
-// away meanwhile cancels the run.
+// away meanwhile cancels the run. The caller attached the request to the run before the
+// run could take that step (ptcRun.attach); awaitStep detaches it.
 func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, start time.Time) {
-	run.attach()
 	select {
 	case tc := <-run.pauses:
 		run.detach()
