@@ -273,8 +273,10 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	// refused tool) still has its answer taken, not dropped as nobody's.
 	run.attach()
 	go func() {
-		defer freeSlot()
 		res, err := s.sessions.Exec(ctx, c, sreq)
+		// The slot is free once the run is over, before its answer goes out, as for POST
+		// /exec: a client that has its answer may start its next run at once.
+		freeSlot()
 		s.ptc.remove(run)
 		run.finish(res, err)
 	}()
