@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -172,27 +171,7 @@ func NewToolHarness(t *testing.T, cfg HarnessConfig, prog *ToolRun) *Harness {
 	h := NewHarness(t, cfg)
 	limits := TestLimits
 	limits.MaxTools = TestMaxTools
-	log := slog.New(slog.DiscardHandler)
-	h.Server.sessions = session.New(session.Config{
-		Store:    h.Store,
-		Runner:   session.RunnerFunc(h.runner(cfg)),
-		Validate: executor.New(languages{"bash", "python"}, limits, log).Validate,
-		CheckState: func(blob []byte) error {
-			return executor.CheckState(blob, limits.MaxStateBytes, limits.MaxStateRaw)
-		},
-		Cancel:   prog.Cancel,
-		Continue: prog.Continue,
-		Limits:   session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: TestMaxFiles},
-		Log:      log,
-	})
+	h.resession(cfg, limits, func(c *session.Config) { c.Continue = prog.Continue })
 	t.Cleanup(func() { close(prog.stopped()) })
 	return h
-}
-
-// Released returns how many results the runner handed out, and how many of them were
-// released.
-func (h *Harness) Released() (results, released int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.results, h.released
 }
