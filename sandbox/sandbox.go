@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/kilnsh/kiln/protocol"
+)
+
+// Sandbox is one running sandbox and the REPL in it, whichever runtime made it. It serves
+// one caller at a time: one request, or one live session's requests, then it is removed.
+type Sandbox interface {
+	// ID names the sandbox in logs, metrics and the health routes, as its runtime knows
+	// it (a container's short id, a Pod's name).
+	ID() string
+	// Ready returns the handshake the REPL sent: its versions and capabilities.
+	Ready() protocol.Ready
+	// Send writes one frame to the REPL: a request, then maybe an interrupt. When ctx ends
+	// first, Send returns its error and the sandbox must be removed; kiln.ErrSandboxExited
+	// means the REPL is gone.
+	Send(ctx context.Context, frame net.Buffers) error
+	// Receive returns the next frame the REPL sent: an event of the running request, or
+	// its result. kiln.ErrSandboxExited means the REPL ended first (Exit says how).
+	Receive(ctx context.Context) (protocol.Frame, error)
+	// Exit reports how a REPL whose stream ended exited: its exit code (-1 when unknown)
+	// and whether the kernel's out-of-memory killer struck. It waits within ctx.
+	Exit(ctx context.Context) (code int, oomKilled bool, err error)
+	// Done is closed when the sandbox has died: its REPL ended, or its stream broke.
+	Done() <-chan struct{}
+	// Remove kills and removes the sandbox. It is idempotent, and must be given a context
+	// of its own, never a request's.
+	Remove(ctx context.Context) error
+}
+
+// Runtime makes sandboxes and removes them: the Docker daemon, a Kubernetes cluster, or
+// a fake in tests. Every sandbox it makes carries the owning instance's id, so that a
+// runtime lists and sweeps only its own instance's.
+type Runtime interface {
+	// Name is the runtime's name in logs and in /health/detailed ("docker", "kubernetes").
+	Name() string
+	// Ping checks that the runtime answers; its error says what to check.
+	Ping(ctx context.Context) error
+	// ImageID returns the id of a sandbox image, or an error saying how to get it; a
+	// runtime that cannot tell (a cluster pulls on each node) returns the image's name.
+	ImageID(ctx context.Context, image string) (string, error)
+	// Start makes a sandbox from spec and returns it once its REPL has said it is ready.
+	// ctx bounds the whole warm-up; on failure nothing is left behind.
+	Start(ctx context.Context, spec Spec) (Sandbox, error)
+	// List returns this instance's sandboxes, of every state.
+	List(ctx context.Context) ([]Found, error)
+	// Remove removes this instance's sandbox with that id; one already gone is not an error.
+	Remove(ctx context.Context, id string) error
+	// RemoveOrphans removes every sandbox of this instance and says how many it removed:
+	// at start the leftovers of an earlier process of the instance, at shutdown those of
+	// failed removals.
+	RemoveOrphans(ctx context.Context) (int, error)
+	// Close releases the runtime's connections.
+	Close() error
+}
+
+// Found is a sandbox of this instance as its runtime lists it.
+type Found struct {
+	ID      string // as the sandbox's ID gives it
+	State   string // the runtime's word for it, for the log
+	Created time.Time
+}
+
+// Options are what every runtime is opened with, whatever else it needs of its own.
+type Options struct {
+	// Instance is the owning kiln instance: its sandboxes carry it, and only those are
+	// listed and swept.
+	Instance string
+	// Frames bound one frame from a sandbox.
+	Frames FrameLimits
+	Log    *slog.Logger
+	// Starved, when set, is called when the runtime cannot find room for a new sandbox
+	// and cannot see why: kiln then ends an idle live session's sandbox. A runtime that
+	// sees its own room (the local daemon, sized by LIVE_SESSIONS_MAX) never calls it.
+	Starved func()
+}
+
+// FrameLimits bound one protocol frame from a sandbox: its JSON header, and its raw
+// payloads (the state and the files).
+type FrameLimits struct {
+	Header int
+	Binary int64
+}
