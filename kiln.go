@@ -96,7 +96,7 @@ func ValidToken(s string, max int) bool {
 	return true
 }
 
-// Why a sandbox could not serve. The packages that make sandboxes (docker, pool) wrap
+// Why a sandbox could not serve. The packages that make sandboxes (the runtimes, sandbox, pool) wrap
 // these; the ones that report on them (executor, metrics) classify with errors.Is, so
 // that neither side depends on the other's wording or internals.
 var (
@@ -104,9 +104,9 @@ var (
 	ErrSandboxExited = errors.New("sandbox exited")
 	// ErrWarmupTimeout: a sandbox did not say it was ready within the warm-up timeout.
 	ErrWarmupTimeout = errors.New("sandbox not ready in time")
-	// ErrDaemon: the sandbox runtime (the Docker daemon, or the Kubernetes API server)
+	// ErrRuntime: the sandbox runtime (the Docker daemon, or the Kubernetes API server)
 	// refused or failed an operation.
-	ErrDaemon = errors.New("sandbox runtime")
+	ErrRuntime = errors.New("sandbox runtime")
 	// ErrQueueFull: every sandbox is busy and too many requests already wait.
 	ErrQueueFull = errors.New("queue full")
 	// ErrQueueTimeout: no sandbox became free within the queue timeout.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
 )
@@ -238,8 +239,8 @@ func (h *Harness) SetKeepAlive(d time.Duration) { h.Server.keepAlive = d }
 type languages []string
 
 func (l languages) Languages() ([]string, bool) { return l, true }
-func (languages) Checkout(context.Context, string) (executor.Sandbox, error) {
+func (languages) Checkout(context.Context, string) (sandbox.Sandbox, error) {
 	return nil, errors.New("the harness's runner runs without sandboxes")
 }
-func (languages) Release(executor.Sandbox) {}
-func (languages) Keep(executor.Sandbox)    {}
+func (languages) Release(sandbox.Sandbox) {}
+func (languages) Keep(sandbox.Sandbox)    {}

@@ -1,6 +1,7 @@
-// Package docker is kiln's only user of the Docker Engine SDK. It turns a Spec into a
-// hardened sandbox container, runs the create → attach → wait → start sequence, holds
-// the one attach connection each sandbox has for its whole life, demultiplexes that
-// stream with a bounded reader of its own, and kills and removes containers, including
-// the orphans a previous kiln left behind.
+// Package docker is kiln's Docker runtime and its only user of the Docker Engine SDK. It
+// turns a sandbox.Spec into a hardened container, runs the create → attach → wait → start
+// sequence, gives the attach connection (or a docker exec's, with no warm REPL) to the
+// shared sandbox.Conn as byte streams, demultiplexing Docker's stream format with a
+// bounded reader of its own, tells how a container exited (its code, the out-of-memory
+// flag), and removes containers, the orphans of an earlier kiln included.
 package docker

@@ -13,96 +13,136 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
-// Sandbox is one running sandbox container and its attach connection, which stays open
-// for the container's whole life. It serves one request, then it is removed.
+// Sandbox is one running sandbox container and the connection to its REPL over the
+// container's attach stream, which stays open for the container's whole life.
 //
-// In REPL mode (the default) the container's main process is the warm REPL and
-// requests travel over that attach connection. In exec mode (Spec.Exec set) the
-// container idles and each request starts a fresh REPL with docker exec.
+// With a warm REPL (the default) the container's main process is the REPL and requests
+// travel over that attach connection. Without one (Spec.PerCall) the container idles and
+// the sandbox's request starts a fresh REPL with docker exec.
 type Sandbox struct {
+	*sandbox.Conn // the container's own attach stream
+
 	id      string
 	created time.Time
+	rt      *Runtime
 	ready   protocol.Ready
-	cli     *Client
-	exec    []string // the REPL command in exec mode; nil in REPL mode
+	perCall bool
 
-	main *stream // the container's own attach stream
-	// exec mode: the stream of the REPL exec'd for the sandbox's one request, and its
+	// per call: the connection of the REPL exec'd for the sandbox's one request, and its
 	// exec id; started by the first Send.
-	execStream *stream
-	execID     string
+	execConn *sandbox.Conn
+	execID   string
+	execExit int // the exit code of the exec'd REPL, -1 if unknown
 
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
-
-	execExit int // exec mode: the exit code of the last exec'd REPL, -1 if unknown
 
 	removeOnce sync.Once
 	removeErr  error
 }
 
-// ID returns the container's short id, as Docker shows it: how the pool, the logs and
-// the health routes name the sandbox.
+// ID returns the container's short id, as Docker shows it.
 func (s *Sandbox) ID() string { return ShortID(s.id) }
 
 // Created returns when the container was created.
 func (s *Sandbox) Created() time.Time { return s.created }
 
-// Ready returns the handshake the REPL sent.
+// Ready returns the handshake the REPL sent at warm-up.
 func (s *Sandbox) Ready() protocol.Ready { return s.ready }
 
-// Done is closed when the container's output stream ends, which happens when its main
-// process exits or the stream broke.
-func (s *Sandbox) Done() <-chan struct{} { return s.main.done }
-
-// Stderr returns the tail of the container's own stderr (not user output).
-func (s *Sandbox) Stderr() string { return s.main.stderr.String() }
-
-// Send writes one frame to the REPL: a request, then maybe an interrupt while it runs.
-// In exec mode the first Send starts the REPL that serves it. When ctx ends first,
-// Send returns its error and the caller is expected to remove the sandbox;
-// kiln.ErrSandboxExited means the REPL is gone.
+// Send writes one frame to the REPL. Without a warm REPL the first Send starts the one
+// that serves it.
 func (s *Sandbox) Send(ctx context.Context, frame net.Buffers) error {
-	if s.exec == nil {
-		return s.main.send(ctx, frame)
+	if !s.perCall {
+		return s.Conn.Send(ctx, frame)
 	}
-	if s.execStream == nil {
-		st, id, _, err := s.startExec(ctx)
+	if s.execConn == nil {
+		conn, id, err := s.startExec(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return err
 		}
-		s.execStream, s.execID = st, id
+		s.execConn, s.execID = conn, id
 	}
-	return s.execStream.send(ctx, frame)
+	return s.execConn.Send(ctx, frame)
 }
 
-// Receive returns the next frame the REPL sent: an event of the running request, or
-// its result. kiln.ErrSandboxExited means the REPL ended first (Exit says how); when
-// ctx ends first, Receive returns its error.
+// Receive returns the next frame the REPL sent.
 func (s *Sandbox) Receive(ctx context.Context) (protocol.Frame, error) {
-	if s.exec == nil {
-		return s.main.receive(ctx)
+	if !s.perCall {
+		return s.Conn.Receive(ctx)
 	}
-	if s.execStream == nil {
+	if s.execConn == nil {
 		return protocol.Frame{}, kiln.ErrSandboxExited
 	}
-	f, err := s.execStream.receive(ctx)
+	f, err := s.execConn.Receive(ctx)
 	if errors.Is(err, kiln.ErrSandboxExited) {
 		s.inspectExec(ctx)
 	}
 	return f, err
 }
 
+// startExec runs the per-call REPL once in the sandbox with docker exec and returns its
+// connection, once the REPL has answered the handshake.
+func (s *Sandbox) startExec(ctx context.Context) (*sandbox.Conn, string, error) {
+	created, err := s.rt.api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		User: user, WorkingDir: sandbox.DataDir, Cmd: sandbox.PerCallCommand,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: exec create: %w", kiln.ErrRuntime, err)
+	}
+	att, err := s.rt.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: exec attach: %w", kiln.ErrRuntime, err)
+	}
+	conn := sandbox.Open(attached(att.HijackedResponse), s.rt.frames, s.rt.log, s.ID())
+	if _, err := conn.Handshake(ctx); err != nil {
+		conn.Close()
+		return nil, "", fmt.Errorf("exec'd REPL: %w", err)
+	}
+	return conn, created.ID, nil
+}
+
+// probeExec checks at warm-up that the per-call REPL runs in the sandbox and records the
+// capabilities it announces; that process ends when its input closes.
+func (s *Sandbox) probeExec(ctx context.Context) error {
+	conn, _, err := s.startExec(ctx)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	s.ready = conn.Ready()
+	return nil
+}
+
+// inspectExec records the exit code of the exec'd REPL, which ended without answering.
+func (s *Sandbox) inspectExec(ctx context.Context) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for ictx.Err() == nil {
+		res, err := s.rt.api.ExecInspect(ictx, s.execID, client.ExecInspectOptions{})
+		if err != nil {
+			return
+		}
+		if !res.Running {
+			s.execExit = res.ExitCode
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Exit reports how the REPL ended: its exit code and whether the kernel's
 // out-of-memory killer struck. Call it after kiln.ErrSandboxExited; it waits for the daemon to
 // see the exit, within ctx.
 func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error) {
-	if s.exec != nil {
+	if s.perCall {
 		// The exec'd REPL died, not the container. Nothing but the kernel kills it
 		// with SIGKILL in this mode: kiln removes the whole container instead.
 		return s.execExit, s.execExit == 137, nil
@@ -115,7 +155,7 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 	case <-ctx.Done():
 	}
 	inspect := func(ctx context.Context) (*container.State, error) {
-		ins, err := s.cli.api.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+		ins, err := s.rt.api.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +172,7 @@ func (s *Sandbox) killedByDaemon(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	now := time.Now()
-	res := s.cli.api.Events(ctx, client.EventsListOptions{
+	res := s.rt.api.Events(ctx, client.EventsListOptions{
 		Since:   fmt.Sprintf("%d", s.created.Add(-time.Second).Unix()),
 		Until:   fmt.Sprintf("%d.%09d", now.Unix(), now.Nanosecond()),
 		Filters: make(client.Filters).Add("type", "container").Add("container", s.id).Add("event", "kill"),
@@ -200,20 +240,20 @@ func explainExit(ctx context.Context, code int, inspect func(context.Context) (*
 	}
 }
 
-// Remove kills and removes the container and closes its connection. It is idempotent,
+// Remove kills and removes the container and closes its connections. It is idempotent,
 // and must be given a context of its own, never a request's.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.removeOnce.Do(func() {
-		if s.main != nil {
-			s.main.close()
+		if s.Conn != nil {
+			s.Conn.Close()
 		}
-		if s.execStream != nil {
-			s.execStream.close()
+		if s.execConn != nil {
+			s.execConn.Close()
 		}
 		if s.stopWait != nil {
 			s.stopWait()
 		}
-		s.removeErr = s.cli.remove(ctx, s.id)
+		s.removeErr = s.rt.Remove(ctx, s.id)
 	})
 	return s.removeErr
 }

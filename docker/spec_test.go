@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+
+	"github.com/kilnsh/kiln/sandbox"
 )
 
-func testSpec() Spec {
-	return Spec{
+func testSpec() sandbox.Spec {
+	return sandbox.Spec{
 		Image:     "kiln-python:test",
-		Instance:  "host-1",
-		Cmd:       []string{"python3", "/opt/repl_server.py"},
 		MemoryMB:  512,
-		NanoCPUs:  1e9,
+		MilliCPU:  1000,
 		PidsLimit: 128,
 		TmpMB:     64,
 		DataMB:    256,
@@ -23,16 +23,25 @@ func testSpec() Spec {
 	}
 }
 
+// testRuntime is a Runtime of instance host-1 that is never connected: enough to build
+// configurations.
+var testRuntime = &Runtime{instance: "host-1"}
+
+func configs(s sandbox.Spec, now time.Time) (*container.Config, *container.HostConfig) {
+	return testRuntime.configs(s, now)
+}
+
 // TestSpecConfig checks every Config field security.md requires of a sandbox.
 func TestSpecConfig(t *testing.T) {
 	now := time.Date(2025, 3, 4, 5, 6, 7, 0, time.FixedZone("CET", 3600))
-	cfg, _ := testSpec().configs(now)
+	cfg, _ := configs(testSpec(), now)
 	tests := []struct {
 		name      string
 		got, want any
 	}{
 		{"Image", cfg.Image, "kiln-python:test"},
-		{"Cmd", strings.Join(cfg.Cmd, " "), "python3 /opt/repl_server.py"},
+		{"Entrypoint", strings.Join(cfg.Entrypoint, " "), "python3 /opt/kiln/repl_server.py --await-hello"},
+		{"Cmd", len(cfg.Cmd), 0},
 		{"User", cfg.User, "10001:10001"},
 		{"Tty", cfg.Tty, false},
 		{"OpenStdin", cfg.OpenStdin, true},
@@ -45,10 +54,10 @@ func TestSpecConfig(t *testing.T) {
 		{"WorkingDir", cfg.WorkingDir, "/mnt/data"},
 		{"ExposedPorts", len(cfg.ExposedPorts), 0},
 		{"Volumes", len(cfg.Volumes), 0},
-		{"label managed", cfg.Labels[LabelManaged], "true"},
-		{"label service", cfg.Labels[LabelService], "kiln"},
-		{"label instance", cfg.Labels[LabelInstance], "host-1"},
-		{"label created-at (UTC)", cfg.Labels[LabelCreated], "2025-03-04T04:06:07Z"},
+		{"label managed", cfg.Labels[sandbox.LabelManaged], "true"},
+		{"label service", cfg.Labels[sandbox.LabelService], "kiln"},
+		{"label instance", cfg.Labels[sandbox.LabelInstance], "host-1"},
+		{"label created-at (UTC)", cfg.Labels[sandbox.LabelCreated], "2025-03-04T04:06:07Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +70,7 @@ func TestSpecConfig(t *testing.T) {
 
 // TestSpecHostConfig checks every HostConfig field security.md requires of a sandbox.
 func TestSpecHostConfig(t *testing.T) {
-	_, host := testSpec().configs(time.Now())
+	_, host := configs(testSpec(), time.Now())
 	tests := []struct {
 		name      string
 		got, want any
@@ -114,7 +123,7 @@ func TestSpecHostConfig(t *testing.T) {
 }
 
 func TestSpecTmpfs(t *testing.T) {
-	_, host := testSpec().configs(time.Now())
+	_, host := configs(testSpec(), time.Now())
 	tests := []struct {
 		path     string
 		want     []string
@@ -153,7 +162,7 @@ func TestSpecTmpfs(t *testing.T) {
 }
 
 func TestSpecUlimits(t *testing.T) {
-	_, host := testSpec().configs(time.Now())
+	_, host := configs(testSpec(), time.Now())
 	got := map[string][2]int64{}
 	for _, u := range host.Ulimits {
 		if _, dup := got[u.Name]; dup {
@@ -184,29 +193,36 @@ func TestSpecUlimits(t *testing.T) {
 // TestSpecOptions checks the fields a Spec chooses: runtime, environment.
 func TestSpecOptions(t *testing.T) {
 	t.Run("default env", func(t *testing.T) {
-		cfg, _ := testSpec().configs(time.Now())
-		if !slices.Equal(cfg.Env, DefaultEnv) {
-			t.Errorf("got env %q, want %q", cfg.Env, DefaultEnv)
+		cfg, _ := configs(testSpec(), time.Now())
+		if !slices.Equal(cfg.Env, sandbox.DefaultEnv) {
+			t.Errorf("got env %q, want %q", cfg.Env, sandbox.DefaultEnv)
 		}
 	})
 	t.Run("own env", func(t *testing.T) {
 		s := testSpec()
 		s.Env = []string{"A=1"}
-		cfg, _ := s.configs(time.Now())
+		cfg, _ := configs(s, time.Now())
 		if !slices.Equal(cfg.Env, []string{"A=1"}) {
 			t.Errorf("got env %q, want [A=1]", cfg.Env)
 		}
 	})
 	t.Run("gVisor runtime", func(t *testing.T) {
-		s := testSpec()
-		s.Runtime = "runsc"
-		_, host := s.configs(time.Now())
+		rt := &Runtime{instance: "host-1", oci: "runsc"}
+		_, host := rt.configs(testSpec(), time.Now())
 		if host.Runtime != "runsc" {
 			t.Errorf("got runtime %q, want runsc", host.Runtime)
 		}
 	})
+	t.Run("per call: the container idles", func(t *testing.T) {
+		s := testSpec()
+		s.PerCall = true
+		cfg, _ := configs(s, time.Now())
+		if got := strings.Join(cfg.Entrypoint, " "); got != "sleep infinity" {
+			t.Errorf("got entrypoint %q, want sleep infinity", got)
+		}
+	})
 	t.Run("default env has no secrets", func(t *testing.T) {
-		for _, kv := range DefaultEnv {
+		for _, kv := range sandbox.DefaultEnv {
 			name, _, _ := strings.Cut(kv, "=")
 			if strings.Contains(name, "KEY") || strings.Contains(name, "TOKEN") || strings.Contains(name, "SECRET") || strings.HasPrefix(name, "DOCKER") {
 				t.Errorf("got %s in the default env, want no credentials", name)
@@ -214,8 +230,8 @@ func TestSpecOptions(t *testing.T) {
 		}
 	})
 	t.Run("configs do not share mutable state", func(t *testing.T) {
-		_, a := testSpec().configs(time.Now())
-		_, b := testSpec().configs(time.Now())
+		_, a := configs(testSpec(), time.Now())
+		_, b := configs(testSpec(), time.Now())
 		*a.PidsLimit = 1
 		if *b.PidsLimit != 128 {
 			t.Errorf("got PidsLimit %d after changing another config, want 128", *b.PidsLimit)

@@ -10,17 +10,20 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 // TestRunEvents checks that OnStart comes first, that the REPL is asked for events only
 // when the caller takes them, and that they arrive in order before the result.
 func TestRunEvents(t *testing.T) {
 	for _, withEvents := range []bool{false, true} {
-		sb := &fakeSandbox{ready: pythonReady(), exchange: reply(nil), events: []protocol.Event{
+		// The REPL sends its events whether they were asked for or not: the executor
+		// passes on only those its caller takes.
+		sb := newSandbox(t, eventsThen([]protocol.Event{
 			{Type: protocol.EventOutput, Stream: "stdout", Text: "a\n"},
 			{Type: protocol.EventDisplay, Name: "figure-1.png", MIME: "image/png", Data: []byte("PNG")},
 			{Type: protocol.EventOutput, Stream: "stderr", Text: "b\n"},
-		}}
+		}, reply(nil)))
 		e := newTestExecutor(&fakePool{sb: sb}, testLimits())
 		var got []string
 		req := Request{Lang: LangPython, Code: "x", OnStart: func() { got = append(got, "start") }}
@@ -39,7 +42,7 @@ func TestRunEvents(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("events %v: got %q, want %q", withEvents, got, want)
 		}
-		if r := sb.requests()[0]; r.Events != withEvents || r.ID != res.ExecutionID {
+		if r := sb.Requests()[0]; r.Events != withEvents || r.ID != res.ExecutionID {
 			t.Errorf("got request events %v id %q, want %v and the execution id %q", r.Events, r.ID, withEvents, res.ExecutionID)
 		}
 	}
@@ -66,17 +69,17 @@ func waitRunning(t *testing.T, e *Executor, id string) {
 // notebook cell keeps what it bound); a second cancel
 // is a conflict, and another owner's cancel is not found.
 func TestCancel(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady()}
-	sb.exchange = func(ctx context.Context, req protocol.Request) (protocol.Frame, error) {
+	running := make(chan struct{}) // the REPL has the request: the code runs
+	sb := newSandbox(t, func(x *sandboxtest.Exchange) {
+		close(running)
 		select {
-		case <-sb.interrupts():
-			return reply(func(r *protocol.Response) {
+		case <-x.Interrupted():
+			reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error, r.Stdout = protocol.StatusCancelled, 130, str("Interrupted"), "partial\n"
-			})(ctx, req)
-		case <-ctx.Done():
-			return protocol.Frame{}, ctx.Err()
+			})(x)
+		case <-x.Done():
 		}
-	}
+	})
 	p := &fakePool{sb: sb}
 	lim := testLimits()
 	lim.DefaultTimeout, lim.InterruptGrace = 5*time.Second, time.Second
@@ -91,6 +94,7 @@ func TestCancel(t *testing.T) {
 		done <- res
 	}()
 	waitRunning(t, e, "run1")
+	<-running // a cancel while the request still goes out kills the sandbox instead
 	if err := e.Cancel("run1", "bob"); kiln.ErrorCode(err) != kiln.CodeNotFound {
 		t.Errorf("another owner's cancel: got %v, want not_found", err)
 	}
@@ -121,25 +125,23 @@ func TestCancel(t *testing.T) {
 // is over the sandbox is given up, and the answer is cancelled with what the run's
 // output events said.
 func TestCancelIgnored(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), events: []protocol.Event{{Type: protocol.EventOutput, Stream: "stdout", Text: "tick\n"}}}
-	sb.exchange = func(ctx context.Context, req protocol.Request) (protocol.Frame, error) {
-		<-ctx.Done() // ignores the interrupt
-		return protocol.Frame{}, ctx.Err()
-	}
+	sb := newSandbox(t, eventsThen([]protocol.Event{{Type: protocol.EventOutput, Stream: "stdout", Text: "tick\n"}}, deaf))
 	p := &fakePool{sb: sb}
 	lim := testLimits()
 	lim.DefaultTimeout, lim.InterruptGrace = 5*time.Second, 100*time.Millisecond
 	e := newTestExecutor(p, lim)
 	done := make(chan *Result, 1)
+	ticked := make(chan struct{}, 1)
+	onEvent := func(protocol.Event) { ticked <- struct{}{} }
 	go func() {
-		res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", ExecutionID: "run2", OnEvent: func(protocol.Event) {}})
+		res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", ExecutionID: "run2", OnEvent: onEvent})
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
 		done <- res
 	}()
 	waitRunning(t, e, "run2")
-	time.Sleep(20 * time.Millisecond) // let the event through
+	<-ticked // the event is through
 	start := time.Now()
 	if err := e.Cancel("run2", ""); err != nil {
 		t.Fatalf("Cancel: %v", err)
@@ -149,9 +151,7 @@ func TestCancelIgnored(t *testing.T) {
 	if took < lim.InterruptGrace || took > lim.InterruptGrace+time.Second {
 		t.Errorf("answered after %v, want soon after the grace of %v", took, lim.InterruptGrace)
 	}
-	select {
-	case <-sb.interrupts():
-	default:
+	if sb.Interrupts() == 0 {
 		t.Errorf("the sandbox got no interrupt")
 	}
 	if res.Status != StatusCancelled || res.ExitCode != 130 || res.Stdout != "tick\n" {
@@ -163,11 +163,7 @@ func TestCancelIgnored(t *testing.T) {
 // TestCallerLeavingIsNotACancel checks that a caller who goes away still gets the
 // context's error, not a cancelled result.
 func TestCallerLeavingIsNotACancel(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) (protocol.Frame, error) {
-		<-ctx.Done()
-		return protocol.Frame{}, ctx.Err()
-	}}
-	e := newTestExecutor(&fakePool{sb: sb}, testLimits())
+	e := newTestExecutor(&fakePool{sb: newSandbox(t, deaf)}, testLimits())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := e.Run(ctx, Request{Lang: LangPython, Code: "x", Timeout: time.Second})

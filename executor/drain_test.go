@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 // TestDrain checks that Drain waits for the run under way, that a run asked for while
@@ -14,12 +14,11 @@ import (
 // still gets its answer.
 func TestDrain(t *testing.T) {
 	entered, finish := make(chan struct{}), make(chan struct{})
-	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, req protocol.Request) (protocol.Frame, error) {
+	p := &fakePool{sb: newSandbox(t, func(x *sandboxtest.Exchange) {
 		close(entered)
 		<-finish
-		return reply(nil)(ctx, req)
-	}}
-	p := &fakePool{sb: sb}
+		reply(nil)(x)
+	})}
 	e := newTestExecutor(p, testLimits())
 
 	type outcome struct {
@@ -70,11 +69,10 @@ func TestDrain(t *testing.T) {
 // TestDrainGivesUp checks that Drain returns the context's error when runs outlast it.
 func TestDrainGivesUp(t *testing.T) {
 	entered := make(chan struct{})
-	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, req protocol.Request) (protocol.Frame, error) {
+	sb := newSandbox(t, func(x *sandboxtest.Exchange) {
 		close(entered)
-		<-ctx.Done()
-		return protocol.Frame{}, ctx.Err()
-	}}
+		deaf(x)
+	})
 	e := newTestExecutor(&fakePool{sb: sb}, testLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

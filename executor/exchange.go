@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // exchange is one request's conversation with its sandbox: the request out, events
 // in as they come, maybe an interrupt out, then the result in.
 type exchange struct {
 	e   *Executor
-	sb  Sandbox
+	sb  sandbox.Sandbox
 	req *Request
 	res *Result
 	lim protocol.Limits

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // What a failed run leaves of the state (Request.OnError).
@@ -38,20 +38,6 @@ const (
 	LangBash   = "bash"
 )
 
-// Sandbox is what an execution needs of a checked-out sandbox.
-type Sandbox interface {
-	ID() string
-	Ready() protocol.Ready
-	// Send writes one frame: the request, then maybe an interrupt.
-	Send(ctx context.Context, frame net.Buffers) error
-	// Receive returns the next frame the REPL sent: an event, or the result.
-	Receive(ctx context.Context) (protocol.Frame, error)
-	// Exit reports how a sandbox whose stream ended exited.
-	Exit(ctx context.Context) (code int, oomKilled bool, err error)
-	// Done is closed when the sandbox has died.
-	Done() <-chan struct{}
-}
-
 // langName is what a language's name may look like: js, cpp, f90, c++, c#.
 var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
 
@@ -71,11 +57,11 @@ func LangName(lang string) (string, bool) {
 // Pool lends sandboxes, each for one execution, from a pool whose sandboxes run the
 // language asked for (kiln.ErrUnsupportedLanguage when none does).
 type Pool interface {
-	Checkout(ctx context.Context, lang string) (Sandbox, error)
-	Release(Sandbox)
+	Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error)
+	Release(sandbox.Sandbox)
 	// Keep ends a checkout without removing the sandbox: the caller keeps it (a live
 	// session) and gives it back with Release.
-	Keep(Sandbox)
+	Keep(sandbox.Sandbox)
 	// Languages returns the languages the sandboxes run, as they said, and whether
 	// every pool has said yet.
 	Languages() (langs []string, complete bool)
@@ -134,7 +120,7 @@ type Request struct {
 	// keep stays in its namespace. StateBase is the token of the capture the caller holds
 	// stored (Result.StateToken), against which an unchanged state needs no blob sent.
 	// DeleteFiles are removed from /mnt/data before the run.
-	Sandbox     Sandbox
+	Sandbox     sandbox.Sandbox
 	Live        bool
 	StateBase   string
 	DeleteFiles []string
@@ -199,8 +185,8 @@ type Result struct {
 	// received from it.
 	WireIn, WireOut int64
 
-	release func()         // hands the sandbox back; nil once called
-	keep    func() Sandbox // takes it over from the pool; nil once the sandbox is released or kept
+	release func()                 // hands the sandbox back; nil once called
+	keep    func() sandbox.Sandbox // takes it over from the pool; nil once the sandbox is released or kept
 }
 
 // Release hands the sandbox that ran the execution back to the pool, which removes it
@@ -221,7 +207,7 @@ func (r *Result) Release() {
 // replacement: the caller keeps it for its session's next runs (Request.Sandbox) and
 // gives it back with the pool's Release. Release does nothing after Keep. nil when the
 // sandbox was released already, or came with the request (it was the caller's all along).
-func (r *Result) Keep() Sandbox {
+func (r *Result) Keep() sandbox.Sandbox {
 	if r == nil || r.keep == nil {
 		return nil
 	}
@@ -235,7 +221,7 @@ func (r *Result) Keep() Sandbox {
 func (r *Result) SetRelease(release func()) { r.release = release }
 
 // SetKeep sets what Keep does, as SetRelease does for Release.
-func (r *Result) SetKeep(keep func() Sandbox) { r.keep = keep }
+func (r *Result) SetKeep(keep func() sandbox.Sandbox) { r.keep = keep }
 
 // Executor runs executions on sandboxes from a pool.
 type Executor struct {
@@ -299,7 +285,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	res := &Result{Sandbox: sb.ID(), ExecutionID: req.ExecutionID, QueueWait: time.Since(start), State: req.State}
 	if req.Sandbox == nil {
 		res.release = func() { e.pool.Release(sb) }
-		res.keep = func() Sandbox { e.pool.Keep(sb); return sb }
+		res.keep = func() sandbox.Sandbox { e.pool.Keep(sb); return sb }
 	}
 	res, err := e.run(ctx, sb, req, res)
 	if err != nil {
@@ -310,7 +296,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 }
 
 // run does the exchange on the run's sandbox.
-func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result) (*Result, error) {
+func (e *Executor) run(ctx context.Context, sb sandbox.Sandbox, req Request, res *Result) (*Result, error) {
 	if !sb.Ready().Capabilities.Supports(req.Lang) {
 		return res, kiln.Errorf(kiln.CodeLanguage, "this deployment's sandbox does not run %s", req.Lang)
 	}
@@ -365,7 +351,7 @@ func (e *Executor) run(ctx context.Context, sb Sandbox, req Request, res *Result
 }
 
 // conclude turns how the exchange ended into the Result, or into kiln's error.
-func (e *Executor) conclude(ctx, hctx context.Context, sb Sandbox, req *Request, res *Result, x *exchange,
+func (e *Executor) conclude(ctx, hctx context.Context, sb sandbox.Sandbox, req *Request, res *Result, x *exchange,
 	resp *protocol.Response, err error) (*Result, error) {
 	var end *toolEnd
 	switch {
@@ -373,17 +359,17 @@ func (e *Executor) conclude(ctx, hctx context.Context, sb Sandbox, req *Request,
 		e.accept(res, resp, req)
 		return res, nil
 	case errors.As(err, &end):
-		e.log.Info("run with tools ended by the host: sandbox removed", "container", sb.ID(), "reason", end.msg)
+		e.log.Info("run with tools ended by the host: sandbox removed", "sandbox", sb.ID(), "reason", end.msg)
 		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
 		return fail(res, end.status, end.code, end.msg), nil
 	case x.killedAfterInterrupt:
-		e.log.Info("cancelled run did not stop: sandbox killed", "container", sb.ID(), "grace_ms", e.limits.InterruptGrace.Milliseconds())
+		e.log.Info("cancelled run did not stop: sandbox killed", "sandbox", sb.ID(), "grace_ms", e.limits.InterruptGrace.Milliseconds())
 		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
 		return fail(res, StatusCancelled, 130, "Interrupted (the code did not stop; its sandbox was killed)"), nil
 	case context.Cause(ctx) != errCancelRequested && ctx.Err() != nil:
 		return res, ctx.Err() // the caller left; Run releases the sandbox
 	case hctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
-		e.log.Info("hard deadline: sandbox killed", "container", sb.ID(), "timeout_ms", req.Timeout.Milliseconds())
+		e.log.Info("hard deadline: sandbox killed", "sandbox", sb.ID(), "timeout_ms", req.Timeout.Milliseconds())
 		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
 	case errors.Is(err, kiln.ErrSandboxExited):
 		return e.exited(sb, res), nil
@@ -427,22 +413,22 @@ func (e *Executor) rollback(req *Request) bool {
 }
 
 // broken reports a sandbox that broke the protocol; kiln treats it as dead.
-func (e *Executor) broken(sb Sandbox, res *Result, err error) *Result {
-	e.log.Warn("sandbox broke the protocol", "container", sb.ID(), "err", err)
+func (e *Executor) broken(sb sandbox.Sandbox, res *Result, err error) *Result {
+	e.log.Warn("sandbox broke the protocol", "sandbox", sb.ID(), "err", err)
 	return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response")
 }
 
 // exited maps a sandbox that died before answering to a status.
-func (e *Executor) exited(sb Sandbox, res *Result) *Result {
+func (e *Executor) exited(sb sandbox.Sandbox, res *Result) *Result {
 	// Room for the runtime's own wait for the out-of-memory flag (5 s on Docker).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	code, oom, err := sb.Exit(ctx)
 	if err != nil {
-		e.log.Warn("sandbox exit status unknown", "container", sb.ID(), "err", err)
+		e.log.Warn("sandbox exit status unknown", "sandbox", sb.ID(), "err", err)
 	}
-	e.log.Debug("sandbox exit explained", "container", sb.ID(), "code", code, "oom", oom, "took", time.Since(start))
+	e.log.Debug("sandbox exit explained", "sandbox", sb.ID(), "code", code, "oom", oom, "took", time.Since(start))
 	if oom {
 		return fail(res, StatusOOM, 137, "Out of memory")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 // checkCode checks that err is a *kiln.Error with the given code.
@@ -146,7 +147,7 @@ func TestValidateState(t *testing.T) {
 // TestRunInvalidUsesNoSandbox checks that a request refused by Validate never takes a
 // sandbox from the pool.
 func TestRunInvalidUsesNoSandbox(t *testing.T) {
-	p := &fakePool{sb: &fakeSandbox{ready: pythonReady(), exchange: reply(nil)}}
+	p := &fakePool{sb: newSandbox(t, reply(nil))}
 	e := newTestExecutor(p, testLimits())
 	for _, req := range []Request{
 		{Lang: LangPython, Code: ""},
@@ -167,7 +168,7 @@ func TestRun(t *testing.T) {
 	inState := lz4Frame(t, []byte("old namespace"))
 	tests := []struct {
 		name           string
-		sandbox        *fakeSandbox
+		handler        sandboxtest.Handler
 		onError        string
 		rollbackByDflt bool
 		wantStatus     string
@@ -178,125 +179,110 @@ func TestRun(t *testing.T) {
 	}{
 		{
 			name:       "ok",
-			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.Result = str("2") })},
+			handler:    reply(func(r *protocol.Response) { r.Result = str("2") }),
 			wantStatus: StatusOK, wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name:       "a state the REPL did not send back is the input state",
-			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.State, r.StateUnchanged = nil, true })},
+			handler:    reply(func(r *protocol.Response) { r.State, r.StateUnchanged = nil, true }),
 			wantStatus: StatusOK, wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "error keeps the state it left, as a notebook does",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ZeroDivisionError: division by zero")
-			})},
+			}),
 			wantStatus: StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "error with on_error rollback hands back the input state",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
-			})},
+			}),
 			onError:    OnErrorRollback,
 			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "error with rollback by default",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
-			})},
+			}),
 			rollbackByDflt: true,
 			wantStatus:     StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "on_error keep wins over a rollback default",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
-			})},
+			}),
 			onError: OnErrorKeep, rollbackByDflt: true,
 			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "REPL soft timeout keeps the state it left",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusTimeout, 124, str("Time limit exceeded")
-			})},
+			}),
 			wantStatus: StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "MemoryError is oom",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("MemoryError: ")
-			})},
+			}),
 			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "a user exception mentioning MemoryError is not oom",
-			sandbox: &fakeSandbox{exchange: reply(func(r *protocol.Response) {
+			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ValueError: MemoryError")
-			})},
+			}),
 			wantStatus: StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
-			name: "exited, OOM-killed",
-			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-					return protocol.Frame{}, kiln.ErrSandboxExited
-				},
-				exitCode: 137, oom: true,
-			},
+			name:       "exited, OOM-killed",
+			handler:    exit(sandboxtest.ExitStatus{Code: 137, OOMKilled: true}),
 			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace",
 		},
 		{
-			name: "exited with code 3",
-			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-					return protocol.Frame{}, fmt.Errorf("%w: stream closed", kiln.ErrSandboxExited)
-				},
-				exitCode: 3,
-			},
+			name:       "exited with code 3",
+			handler:    exit(sandboxtest.ExitStatus{Code: 3}),
 			wantStatus: StatusSandboxDied, wantExit: 3, wantError: "Sandbox exited with code 3", wantState: "old namespace",
 		},
 		{
-			name: "exited, exit status unknown",
-			sandbox: &fakeSandbox{
-				exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-					return protocol.Frame{}, kiln.ErrSandboxExited
-				},
-				exitCode: -1, exitErr: errors.New("inspect failed"),
-			},
+			name:       "exited, exit status unknown",
+			handler:    exit(sandboxtest.ExitStatus{Code: -1, Err: errors.New("inspect failed")}),
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox exited (exit code unknown)", wantState: "old namespace",
 		},
 		{
-			name: "malformed response",
-			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-				return protocol.Frame{Header: []byte(`{"nope`)}, nil
-			}},
+			name:       "malformed response",
+			handler:    raw(frame(`{"binary":0,"nope`)),
+			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+		},
+		{
+			name:       "broken framing",
+			handler:    raw(frame(`{"nope`)),
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "response to another request",
-			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.ID = "someone-else" })},
+			handler:    reply(func(r *protocol.Response) { r.ID = "someone-else" }),
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "unknown status",
-			sandbox:    &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.Status = "oom" })},
+			handler:    reply(func(r *protocol.Response) { r.Status = "oom" }),
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
-			name: "oversized frame",
-			sandbox: &fakeSandbox{exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-				return protocol.Frame{}, protocol.ErrFrameTooLarge
-			}},
+			name:       "oversized frame",
+			handler:    raw(frame(`{"binary":1000000000000}`)),
 			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb := tt.sandbox
-			sb.ready = pythonReady()
+			sb := newSandbox(t, tt.handler)
 			p := &fakePool{sb: sb}
 			lim := testLimits()
 			lim.RollbackOnError = tt.rollbackByDflt
@@ -348,7 +334,7 @@ func deref(s *string) string {
 
 // TestRunRequest checks what the sandbox is sent.
 func TestRunRequest(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), exchange: reply(nil)}
+	sb := newSandbox(t, reply(nil))
 	p := &fakePool{sb: sb}
 	lim := testLimits()
 	e := newTestExecutor(p, lim)
@@ -361,7 +347,7 @@ func TestRunRequest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("got error %v, want none", err)
 	}
-	reqs := sb.requests()
+	reqs := sb.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("got %d exchanges, want 1", len(reqs))
 	}
@@ -388,13 +374,7 @@ func TestRunRequest(t *testing.T) {
 // TestRunHardDeadline checks that a sandbox that never answers is given up on soon
 // after the timeout plus the grace period, and reported as a timeout.
 func TestRunHardDeadline(t *testing.T) {
-	var deadline, called time.Time
-	sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) (protocol.Frame, error) {
-		called = time.Now()
-		deadline, _ = ctx.Deadline()
-		<-ctx.Done()
-		return protocol.Frame{}, ctx.Err()
-	}}
+	sb := &deadlines{Sandbox: newSandbox(t, deaf)}
 	p := &fakePool{sb: sb}
 	lim := testLimits()
 	lim.Grace = 100 * time.Millisecond
@@ -411,6 +391,7 @@ func TestRunHardDeadline(t *testing.T) {
 	if took < want || took > want+time.Second {
 		t.Errorf("returned after %v, want soon after %v", took, want)
 	}
+	called, deadline := sb.first()
 	if d := deadline.Sub(called); d <= timeout || d > want {
 		t.Errorf("got a hard deadline %v after the exchange began, want timeout plus grace (%v)", d, want)
 	}
@@ -428,11 +409,7 @@ func TestRunHardDeadline(t *testing.T) {
 func TestRunCallerCancel(t *testing.T) {
 	for _, name := range []string{"cancel", "deadline"} {
 		t.Run(name, func(t *testing.T) {
-			sb := &fakeSandbox{ready: pythonReady(), exchange: func(ctx context.Context, _ protocol.Request) (protocol.Frame, error) {
-				<-ctx.Done()
-				return protocol.Frame{}, ctx.Err()
-			}}
-			p := &fakePool{sb: sb}
+			p := &fakePool{sb: newSandbox(t, deaf)}
 			e := newTestExecutor(p, testLimits())
 			var (
 				ctx    context.Context
@@ -497,15 +474,12 @@ func TestRunPoolErrors(t *testing.T) {
 // TestRunLanguageNotInSandbox checks that the sandbox's own capabilities decide, and
 // that the sandbox is released anyway.
 func TestRunLanguageNotInSandbox(t *testing.T) {
-	sb := &fakeSandbox{
-		ready:    protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python"}}},
-		exchange: reply(nil),
-	}
+	sb := startOn(t, &sandboxtest.Fake{Languages: []string{"python"}, Handler: reply(nil)})
 	p := &fakePool{sb: sb}
 	e := newTestExecutor(p, testLimits())
 	_, err := e.Run(context.Background(), Request{Lang: LangBash, Code: "echo"})
 	checkCode(t, err, kiln.CodeLanguage)
-	if n := len(sb.requests()); n != 0 {
+	if n := len(sb.Requests()); n != 0 {
 		t.Errorf("got %d exchanges, want 0", n)
 	}
 	p.checkReleasedOnce(t)
@@ -516,9 +490,7 @@ func TestRunLanguageNotInSandbox(t *testing.T) {
 func TestRunDropsStateOverRawLimit(t *testing.T) {
 	inState := lz4Frame(t, []byte("old namespace"))
 	bomb := lz4Frame(t, make([]byte, 2<<20)) // over testLimits' 1 MiB raw limit
-	sb := &fakeSandbox{exchange: reply(func(r *protocol.Response) { r.State = bomb })}
-	sb.ready = pythonReady()
-	p := &fakePool{sb: sb}
+	p := &fakePool{sb: newSandbox(t, reply(func(r *protocol.Response) { r.State = bomb }))}
 	res, err := newTestExecutor(p, testLimits()).Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true})
 	if err != nil {
 		t.Fatal(err)

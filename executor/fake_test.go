@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -16,127 +15,106 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
-// fakeSandbox answers a request with its events, then with a function of the request,
-// called at each Receive until it gives a frame; it records what it got.
-type fakeSandbox struct {
-	ready    protocol.Ready
-	events   []protocol.Event
-	exchange func(ctx context.Context, req protocol.Request) (protocol.Frame, error)
-	exitCode int
-	oom      bool
-	exitErr  error
-
-	mu          sync.Mutex
-	got         []protocol.Request
-	interrupted chan struct{} // closed by the first interrupt
-	// toolResults gets the tool results sent, when set.
-	toolResults chan []protocol.ToolResult
+// newSandbox starts a sandbox of a Fake whose REPL serves every request with h, and
+// removes it when the test ends. Its ready frame says python and bash, with state,
+// files and tools, as the Python image's does.
+func newSandbox(t *testing.T, h sandboxtest.Handler) *sandboxtest.Sandbox {
+	t.Helper()
+	return startOn(t, &sandboxtest.Fake{Handler: h})
 }
 
-func (s *fakeSandbox) ID() string            { return "0123456789abcdef0123" }
-func (s *fakeSandbox) Ready() protocol.Ready { return s.ready }
-func (s *fakeSandbox) Done() <-chan struct{} { return nil }
+// startOn starts a sandbox of f, removed when the test ends.
+func startOn(t *testing.T, f *sandboxtest.Fake) *sandboxtest.Sandbox {
+	t.Helper()
+	sb, err := f.Start(t.Context(), sandbox.Spec{Image: "kiln-fake"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = sb.Remove(context.Background()) })
+	return sb.(*sandboxtest.Sandbox)
+}
 
-func (s *fakeSandbox) Send(ctx context.Context, frame net.Buffers) error {
-	f, err := parseFrame(protocol.NewRequestParser(1<<20, 1<<30), frame)
-	if err != nil {
-		return err
-	}
-	if _, results, err := protocol.DecodeToolResults(f); err == nil {
-		s.toolResults <- results
-		return nil
-	}
-	req, err := protocol.DecodeRequest(f)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.interrupted == nil {
-		s.interrupted = make(chan struct{})
-	}
-	if req.Op == protocol.OpInterrupt {
-		select {
-		case <-s.interrupted:
-		default:
-			close(s.interrupted)
+// reply returns a handler answering every request with a response built from a valid
+// one and changed by edit.
+func reply(edit func(r *protocol.Response)) sandboxtest.Handler {
+	return func(x *sandboxtest.Exchange) {
+		r := protocol.Response{Status: protocol.StatusOK, Stdout: "out\n", State: newStateBlob}
+		if edit != nil {
+			edit(&r)
 		}
-		return nil
+		_ = x.Reply(r)
 	}
-	s.got = append(s.got, *req)
-	return nil
 }
 
-func (s *fakeSandbox) Receive(ctx context.Context) (protocol.Frame, error) {
-	s.mu.Lock()
-	req := s.got[len(s.got)-1]
-	if len(s.events) > 0 {
-		ev := s.events[0]
-		s.events = s.events[1:]
-		s.mu.Unlock()
-		bufs, err := protocol.EncodeEvent(req.ID, &ev)
-		if err != nil {
-			return protocol.Frame{}, err
+// eventsThen returns a handler that sends events, then serves the request with h.
+func eventsThen(events []protocol.Event, h sandboxtest.Handler) sandboxtest.Handler {
+	return func(x *sandboxtest.Exchange) {
+		for _, ev := range events {
+			if err := x.Event(ev); err != nil {
+				return
+			}
 		}
-		return parseFrame(protocol.NewParser(1<<20, 1<<30), bufs)
+		h(x)
 	}
-	s.mu.Unlock()
-	return s.exchange(ctx, req)
 }
 
-// interrupts returns a channel closed once the sandbox got an interrupt.
-func (s *fakeSandbox) interrupts() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.interrupted == nil {
-		s.interrupted = make(chan struct{})
-	}
-	return s.interrupted
+// exit is a handler whose REPL ends under the request, as st says.
+func exit(st sandboxtest.ExitStatus) sandboxtest.Handler {
+	return func(x *sandboxtest.Exchange) { x.End(st) }
 }
 
-// parseFrame reads the one frame in bufs, as the other side of the wire would.
-func parseFrame(p *protocol.Parser, bufs net.Buffers) (protocol.Frame, error) {
-	var got []protocol.Frame
-	var err error
-	for _, b := range bufs {
-		p.Feed(b, func(f protocol.Frame, ferr error) {
-			got = append(got, f)
-			err = errors.Join(err, ferr)
-		})
-	}
-	if err == nil && len(got) != 1 {
-		err = fmt.Errorf("got %d frames, want 1", len(got))
-	}
-	if err != nil {
-		return protocol.Frame{}, err
-	}
-	return got[0], nil
+// raw is a handler that answers with bytes of its own making.
+func raw(b []byte) sandboxtest.Handler {
+	return func(x *sandboxtest.Exchange) { _ = x.Write(b) }
 }
 
-func (s *fakeSandbox) Exit(ctx context.Context) (int, bool, error) {
-	return s.exitCode, s.oom, s.exitErr
+// deaf is a handler that never answers, interrupt or not, until the REPL is killed.
+func deaf(x *sandboxtest.Exchange) { <-x.Done() }
+
+// deadlines is a sandbox that records when each Receive began and the deadline it was
+// given: what the executor asks of the sandbox, beyond what the REPL can see.
+type deadlines struct {
+	sandbox.Sandbox
+
+	mu     sync.Mutex
+	called []time.Time
+	given  []time.Time
 }
 
-func (s *fakeSandbox) requests() []protocol.Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]protocol.Request(nil), s.got...)
+func (d *deadlines) Receive(ctx context.Context) (protocol.Frame, error) {
+	dl, _ := ctx.Deadline()
+	d.mu.Lock()
+	d.called, d.given = append(d.called, time.Now()), append(d.given, dl)
+	d.mu.Unlock()
+	return d.Sandbox.Receive(ctx)
+}
+
+// first returns when the first Receive began and its deadline.
+func (d *deadlines) first() (called, deadline time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.called) == 0 {
+		return time.Time{}, time.Time{}
+	}
+	return d.called[0], d.given[0]
 }
 
 // fakePool lends one sandbox, or fails with err; it counts checkouts and releases.
 type fakePool struct {
-	sb  *fakeSandbox
+	sb  sandbox.Sandbox
 	err error
 
 	mu        sync.Mutex
 	checkouts int
-	released  []Sandbox
-	kept      []Sandbox
+	released  []sandbox.Sandbox
+	kept      []sandbox.Sandbox
 }
 
-func (p *fakePool) Checkout(ctx context.Context, lang string) (Sandbox, error) {
+func (p *fakePool) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if langs, _ := p.Languages(); !slices.Contains(langs, lang) {
@@ -146,19 +124,22 @@ func (p *fakePool) Checkout(ctx context.Context, lang string) (Sandbox, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	if p.sb == nil {
+		return nil, errors.New("the test's pool has no sandbox")
+	}
 	return p.sb, nil
 }
 
 // Languages: the fake's sandboxes run what a Python image's do, and one more.
 func (p *fakePool) Languages() ([]string, bool) { return []string{"bash", "js", "python"}, true }
 
-func (p *fakePool) Release(sb Sandbox) {
+func (p *fakePool) Release(sb sandbox.Sandbox) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.released = append(p.released, sb)
 }
 
-func (p *fakePool) Keep(sb Sandbox) {
+func (p *fakePool) Keep(sb sandbox.Sandbox) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.kept = append(p.kept, sb)
@@ -177,7 +158,7 @@ func (p *fakePool) checkReleasedOnce(t *testing.T) {
 		t.Errorf("got %d releases for %d checkouts, want %d", len(p.released), p.checkouts, want)
 	}
 	for _, sb := range p.released {
-		if sb != Sandbox(p.sb) {
+		if sb != p.sb {
 			t.Errorf("got release of %v, want the checked-out sandbox", sb)
 		}
 	}
@@ -196,26 +177,6 @@ func (p *fakePool) checkHeldUntilRelease(t *testing.T, res *Result) {
 	res.Release()
 	res.Release()
 	p.checkReleasedOnce(t)
-}
-
-func pythonReady() protocol.Ready {
-	return protocol.Ready{Type: "ready", Protocol: 2, Capabilities: protocol.Capabilities{Languages: []string{"python", "bash"}, State: true, Tools: true}}
-}
-
-// reply returns an exchange function answering every request with a response built
-// from a valid one and changed by edit.
-func reply(edit func(r *protocol.Response)) func(context.Context, protocol.Request) (protocol.Frame, error) {
-	return func(_ context.Context, req protocol.Request) (protocol.Frame, error) {
-		r := protocol.Response{ID: req.ID, Status: protocol.StatusOK, Stdout: "out\n", State: newStateBlob}
-		if edit != nil {
-			edit(&r)
-		}
-		bufs, err := protocol.EncodeResponse(&r)
-		if err != nil {
-			return protocol.Frame{}, err
-		}
-		return parseFrame(protocol.NewParser(1<<20, 1<<30), bufs)
-	}
 }
 
 func testLimits() Limits {
@@ -269,3 +230,9 @@ func lz4Frame(t *testing.T, raw []byte) []byte {
 }
 
 func str(s string) *string { return &s }
+
+// frame is a response frame around header, whatever it says: the REPL's framing, for
+// answers no encoder would make.
+func frame(header string) []byte {
+	return fmt.Appendf(nil, "%s\n%s\n%s\n", protocol.ResponseStart, header, protocol.ResponseEnd)
+}

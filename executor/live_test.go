@@ -5,14 +5,15 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 // A checked-out sandbox kept after its run is the pool's no more: the pool is told, and
 // Release does nothing after.
 func TestKeepTakesTheSandboxOver(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), exchange: reply(nil)}
+	sb := newSandbox(t, reply(nil))
 	p := &fakePool{sb: sb}
 	e := newTestExecutor(p, testLimits())
 	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Live: true})
@@ -22,7 +23,7 @@ func TestKeepTakesTheSandboxOver(t *testing.T) {
 	if !res.Reusable {
 		t.Errorf("got Reusable false for a sandbox that answered, want true")
 	}
-	if got := res.Keep(); got != Sandbox(sb) {
+	if got := res.Keep(); got != sandbox.Sandbox(sb) {
 		t.Fatalf("Keep returned %v, want the sandbox", got)
 	}
 	res.Release()
@@ -37,11 +38,11 @@ func TestKeepTakesTheSandboxOver(t *testing.T) {
 // A run on a sandbox the request brings checks nothing out, sends what a live run sends,
 // and leaves the sandbox its caller's.
 func TestRunOnTheSessionsSandbox(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), exchange: reply(func(r *protocol.Response) {
+	sb := newSandbox(t, reply(func(r *protocol.Response) {
 		r.State, r.StateUnchanged, r.StateToken = nil, true, "7-2"
 		r.DeletedFiles, r.MemoryBytes = []string{"old.csv"}, 250<<20
-	})}
-	p := &fakePool{sb: &fakeSandbox{ready: pythonReady()}}
+	}))
+	p := &fakePool{sb: newSandbox(t, reply(nil))}
 	e := newTestExecutor(p, testLimits())
 	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Sandbox: sb,
 		Live: true, StateBase: "7-1", DeleteFiles: []string{"gone.txt"}})
@@ -51,7 +52,7 @@ func TestRunOnTheSessionsSandbox(t *testing.T) {
 	if p.checkouts != 0 {
 		t.Errorf("got %d checkouts, want none", p.checkouts)
 	}
-	got := sb.got[0]
+	got := sb.Requests()[0]
 	if !got.Live || got.StateBase != "7-1" || !slices.Equal(got.DeleteFiles, []string{"gone.txt"}) || got.State != nil {
 		t.Errorf("sent live %v, state_base %q, delete_files %q, state %d bytes; want true, 7-1, [gone.txt], none",
 			got.Live, got.StateBase, got.DeleteFiles, len(got.State))
@@ -72,10 +73,7 @@ func TestRunOnTheSessionsSandbox(t *testing.T) {
 
 // A sandbox that died under its run cannot serve again.
 func TestDeadSandboxIsNotReusable(t *testing.T) {
-	sb := &fakeSandbox{ready: pythonReady(), exitCode: 137, oom: true,
-		exchange: func(context.Context, protocol.Request) (protocol.Frame, error) {
-			return protocol.Frame{}, kiln.ErrSandboxExited
-		}}
+	sb := newSandbox(t, exit(sandboxtest.ExitStatus{Code: 137, OOMKilled: true}))
 	e := newTestExecutor(&fakePool{}, testLimits())
 	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Sandbox: sb})
 	if err != nil {

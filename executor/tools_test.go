@@ -11,28 +11,31 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 var weather = []protocol.Tool{{Name: "get-weather", Function: "get_weather"}}
 
-// toolSandbox makes rounds tool_calls events, then answers with the results it got,
-// as JSON on stdout.
-func toolSandbox(rounds int) *fakeSandbox {
-	var events []protocol.Event
-	for i := range rounds {
-		id := "call_00" + string(rune('1'+i))
-		events = append(events, protocol.Event{Type: protocol.EventToolCalls, Calls: []protocol.ToolCall{{ID: id, Name: "get-weather", Input: json.RawMessage(`{"city":"Oslo"}`)}}})
-	}
-	sb := &fakeSandbox{ready: pythonReady(), events: events, toolResults: make(chan []protocol.ToolResult, rounds)}
-	sb.exchange = func(ctx context.Context, req protocol.Request) (protocol.Frame, error) {
+// toolSandbox makes rounds of one tool call each, waiting for each round's results,
+// then answers with the results it got, as JSON on stdout.
+func toolSandbox(t *testing.T, rounds int) *sandboxtest.Sandbox {
+	return newSandbox(t, func(x *sandboxtest.Exchange) {
 		var got []protocol.ToolResult
-		for range rounds {
-			got = append(got, <-sb.toolResults...)
+		for i := range rounds {
+			id := "call_00" + string(rune('1'+i))
+			calls := []protocol.ToolCall{{ID: id, Name: "get-weather", Input: json.RawMessage(`{"city":"Oslo"}`)}}
+			if err := x.Event(protocol.Event{Type: protocol.EventToolCalls, Calls: calls}); err != nil {
+				return
+			}
+			results, err := x.ToolResults()
+			if err != nil {
+				return
+			}
+			got = append(got, results...)
 		}
 		out, _ := json.Marshal(got)
-		return reply(func(r *protocol.Response) { r.Stdout = string(out) })(ctx, req)
-	}
-	return sb
+		reply(func(r *protocol.Response) { r.Stdout = string(out) })(x)
+	})
 }
 
 // runWithTools starts a run in the background; its pauses come on the channel.
@@ -52,7 +55,8 @@ func runWithTools(e *Executor, req Request) (<-chan ToolCalls, <-chan *Result, <
 }
 
 func TestToolCallsPauseTheRunUntilContinue(t *testing.T) {
-	p := &fakePool{sb: toolSandbox(1)}
+	sb := toolSandbox(t, 1)
+	p := &fakePool{sb: sb}
 	lim := testLimits()
 	e := newTestExecutor(p, lim)
 	pauses, results, errs := runWithTools(e, Request{Lang: LangPython, Code: "await get_weather(city='Oslo')", ExecutionID: "exec-1", Owner: "a", Timeout: 100 * time.Millisecond})
@@ -91,7 +95,7 @@ func TestToolCallsPauseTheRunUntilContinue(t *testing.T) {
 	if res.Stdout != `[{"call_id":"call_001","result":{"temp":20},"is_error":false}]` {
 		t.Errorf("the sandbox got %s", res.Stdout)
 	}
-	if got := p.sb.requests()[0].Tools; len(got) != 1 || got[0] != weather[0] {
+	if got := sb.Requests()[0].Tools; len(got) != 1 || got[0] != weather[0] {
 		t.Errorf("the request carried tools %+v", got)
 	}
 	res.Release()
@@ -120,7 +124,7 @@ func TestToolWaitEnds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := &fakePool{sb: toolSandbox(c.rounds)}
+			p := &fakePool{sb: toolSandbox(t, c.rounds)}
 			lim := testLimits()
 			lim.ToolResultTimeout = 150 * time.Millisecond
 			e := newTestExecutor(p, lim)

@@ -26,55 +26,61 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // removeTimeout bounds the deletion of a Pod that failed to warm up.
 const removeTimeout = 30 * time.Second
 
-// FrameLimits bound one protocol frame from a sandbox: its JSON header, and its raw
-// payloads (the state and the files).
-type FrameLimits struct {
-	Header int
-	Binary int64
-}
+// Name is the runtime's name (RUNTIME=kubernetes).
+const Name = "kubernetes"
 
-// Config is what a Client needs.
+// Config is what the Kubernetes runtime needs beyond sandbox.Options: where its Pods go,
+// and what of a Pod has no runtime-neutral word in sandbox.Spec.
 type Config struct {
 	// Kubeconfig is the kubeconfig file to use; "" reads $KUBECONFIG or ~/.kube/config,
 	// and, when neither exists, the service account of the Pod kiln runs in.
 	Kubeconfig string
 	// Namespace holds the sandbox Pods; "" is the kubeconfig's, or kiln's own Pod's.
 	Namespace string
-	// Instance is the owning kiln instance: its Pods carry it (InstanceLabel), and only
-	// those are watched, listed and swept.
-	Instance string
-	Frames   FrameLimits
-	Log      *slog.Logger
-	// Starved, when set, is called when a warm-up's Pod finds no node with room for it:
-	// kiln then ends an idle live session's sandbox, whose Pod holds room the pool needs.
-	// It is called once per such Pod.
-	Starved func()
 	// OwnerPod, when set, names the Pod kiln runs in, in Namespace: every sandbox Pod
 	// names it as its owner, so that the cluster's garbage collector deletes them when
 	// that Pod goes (a kiln Pod that died or was replaced leaves none behind). New checks
 	// that it exists there: an owner reference names a uid in the dependent's namespace,
 	// and one that does not resolve makes the collector delete the dependents at once.
 	OwnerPod string
+	// NetworkPolicy, when set, names the NetworkPolicy that closes the sandboxes' network:
+	// Open checks it is there, and creates it when it is missing and kiln may.
+	NetworkPolicy string
+	// PullPolicy is the image's (IfNotPresent unless set; Never for images imported
+	// into the nodes by hand).
+	PullPolicy corev1.PullPolicy
+	// RuntimeClass, when set, names the RuntimeClass the Pods run under (gVisor's).
+	RuntimeClass string
+	// MilliCPURequest is the CPU the scheduler sets aside for a sandbox: an idle warm one
+	// uses next to none, so less than its limit (0 is the limit).
+	MilliCPURequest int64
+	// EphemeralMB bounds the container's writable layer and logs: what is left on the
+	// node's disk.
+	EphemeralMB int64
+	// NodeSelector and Tolerations place the Pods (a node pool of sandboxes, say).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
 }
 
-// Client makes and removes sandbox Pods through the API server. One informer watches
+// Runtime makes and removes sandbox Pods through the API server. One informer watches
 // this instance's Pods: warm-ups wait on it for their Pod to run, and exits and the
 // reaper read it, so that no sandbox costs a watch of its own.
-type Client struct {
+type Runtime struct {
 	cs       kubernetes.Interface
 	rest     *rest.Config
 	ns       string
 	instance string // the label value
-	frames   FrameLimits
+	frames   sandbox.FrameLimits
 	log      *slog.Logger
 	starved  func()
 	owner    *metav1.OwnerReference // Config.OwnerPod's, or nil
+	cfg      Config
 
 	pods corelisters.PodNamespaceLister
 	stop chan struct{}
@@ -84,10 +90,13 @@ type Client struct {
 	running map[string]*Sandbox      // by Pod name: the sandboxes Start returned, until removed
 }
 
-// New connects to the API server and starts watching this instance's Pods; it returns
-// once the watch has caught up, or fails within ctx.
-func New(ctx context.Context, cfg Config) (*Client, error) {
-	routeKlog(cfg.Log)
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// Open connects to the API server, checks the NetworkPolicy that closes the sandboxes'
+// network when one is named, and starts watching this instance's Pods; it returns once
+// the watch has caught up, or fails within ctx.
+func Open(ctx context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
+	routeKlog(o.Log)
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if cfg.Kubeconfig != "" {
 		rules.ExplicitPath = cfg.Kubeconfig
@@ -111,7 +120,20 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return newClient(ctx, cs, rc, ns, cfg)
+	r, err := newRuntime(ctx, cs, rc, ns, o, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NetworkPolicy != "" {
+		created, err := r.EnsureNetworkPolicy(ctx, cfg.NetworkPolicy)
+		if err != nil {
+			return nil, errors.Join(err, r.Close())
+		}
+		if created {
+			o.Log.Info("created the NetworkPolicy that closes the sandboxes' network", "name", cfg.NetworkPolicy, "namespace", ns)
+		}
+	}
+	return r, nil
 }
 
 // ownerOf reads the Pod named name in ns and returns a reference to it as the owner of
@@ -126,10 +148,10 @@ func ownerOf(ctx context.Context, cs kubernetes.Interface, ns, name string) (*me
 	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}, nil
 }
 
-func newClient(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns string, cfg Config) (*Client, error) {
-	c := &Client{
-		cs: cs, rest: rc, ns: ns, instance: InstanceLabel(cfg.Instance), frames: cfg.Frames, log: cfg.Log,
-		starved: cfg.Starved, stop: make(chan struct{}), waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
+func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns string, o sandbox.Options, cfg Config) (*Runtime, error) {
+	c := &Runtime{
+		cs: cs, rest: rc, ns: ns, instance: InstanceLabel(o.Instance), frames: o.Frames, log: o.Log, cfg: cfg,
+		starved: o.Starved, stop: make(chan struct{}), waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
 	}
 	if cfg.OwnerPod != "" {
 		owner, err := ownerOf(ctx, cs, ns, cfg.OwnerPod)
@@ -161,7 +183,7 @@ func newClient(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns
 	for typ, ok := range factory.WaitForCacheSync(ctxDone(ctx)) {
 		if !ok {
 			close(c.stop)
-			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrDaemon, typ, ns)
+			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrRuntime, typ, ns)
 		}
 	}
 	return c, nil
@@ -171,15 +193,15 @@ func newClient(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns
 func ctxDone(ctx context.Context) <-chan struct{} { return ctx.Done() }
 
 // selector selects this instance's sandbox Pods.
-func (c *Client) selector() string {
-	return labels.Set{LabelManaged: "true", LabelInstance: c.instance}.String()
+func (c *Runtime) selector() string {
+	return labels.Set{sandbox.LabelManaged: "true", sandbox.LabelInstance: c.instance}.String()
 }
 
 // Namespace is where the sandbox Pods are.
-func (c *Client) Namespace() string { return c.ns }
+func (c *Runtime) Namespace() string { return c.ns }
 
 // Close stops the watch.
-func (c *Client) Close() error {
+func (c *Runtime) Close() error {
 	select {
 	case <-c.stop:
 	default:
@@ -188,17 +210,24 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// Name returns "kubernetes".
+func (c *Runtime) Name() string { return Name }
+
 // Ping checks that the API server answers.
-func (c *Client) Ping(ctx context.Context) error {
+func (c *Runtime) Ping(ctx context.Context) error {
 	if err := c.cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return fmt.Errorf("kubernetes API server: %w", err)
+		return fmt.Errorf("cannot reach the Kubernetes API server (KUBECONFIG, or the Pod's service account): %w", err)
 	}
 	return nil
 }
 
+// ImageID names the image: each node pulls it (or holds it, with the pull policy
+// Never), and a Pod that cannot have it fails its warm-up, which says why.
+func (c *Runtime) ImageID(_ context.Context, image string) (string, error) { return image, nil }
+
 // watch returns a channel poked whenever the named Pod changes, and the function that
 // stops it.
-func (c *Client) watch(name string) (<-chan struct{}, func()) {
+func (c *Runtime) watch(name string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	c.waiting[name] = ch
@@ -212,7 +241,7 @@ func (c *Client) watch(name string) (<-chan struct{}, func()) {
 	}
 }
 
-func (c *Client) poke(name string) {
+func (c *Runtime) poke(name string) {
 	c.mu.Lock()
 	ch := c.waiting[name]
 	c.mu.Unlock()
@@ -228,19 +257,19 @@ func (c *Client) poke(name string) {
 // whatever its stream says: the kubelet may take seconds to kill the container of a Pod
 // someone else deleted (or that the cluster deleted with its lost node), and no call may
 // run in it meanwhile.
-func (c *Client) gone(name string) {
+func (c *Runtime) gone(name string) {
 	c.mu.Lock()
 	sb := c.running[name]
 	delete(c.running, name)
 	c.mu.Unlock()
 	if sb != nil {
-		sb.main.close()
+		sb.Conn.Close()
 	}
 	c.poke(name)
 }
 
 // pod returns the watch's view of a Pod; nil once it is gone (or not seen yet).
-func (c *Client) pod(name string) *corev1.Pod {
+func (c *Runtime) pod(name string) *corev1.Pod {
 	p, err := c.pods.Get(name)
 	if err != nil {
 		return nil
@@ -253,22 +282,36 @@ func (c *Client) pod(name string) *corev1.Pod {
 // returns once it has answered ready. ctx bounds the whole warm-up: a Pod still
 // Pending (unschedulable, an image that cannot be had) when it ends is removed, and so is
 // one whose image or container cannot be made at all, at once.
-func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
+func (c *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := c.start(ctx, spec)
+	if err != nil {
+		return nil, err // not a nil *Sandbox in an interface
+	}
+	return sb, nil
+}
+
+// StartPod is Start with the Pod's own type, for tests and benchmarks that measure a
+// sandbox without kiln.
+func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
+	return c.start(ctx, spec)
+}
+
+func (c *Runtime) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
+	if spec.PerCall {
+		return nil, fmt.Errorf("%w: a REPL per call is not supported on Kubernetes: sandbox Pods run the warm REPL", kiln.ErrRuntime)
+	}
 	// The create is not cut short by ctx: one the API server carries out after its caller
 	// gave up would leave a Pod no one knows of (until the reaper). ctx is checked after.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	pod := spec.pod(c.ns, time.Now())
-	if c.owner != nil {
-		pod.OwnerReferences = []metav1.OwnerReference{*c.owner}
-	}
+	pod := c.newPod(spec, time.Now())
 	created, err := c.cs.CoreV1().Pods(c.ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrDaemon, err)
+		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrRuntime, err)
 	}
 	changed, unwatch := c.watch(created.Name)
 	defer unwatch()
-	s := &Sandbox{name: created.Name, created: time.Now(), cli: c}
+	s := &Sandbox{name: created.Name, created: time.Now(), rt: c}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
@@ -277,25 +320,14 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := c.awaitRunning(ctx, created.Name, changed); err != nil {
 		return fail(err)
 	}
-	ex, err := c.exec(created.Name, replCommand)
+	ex, err := c.exec(created.Name, sandbox.REPLCommand)
 	if err != nil {
-		return fail(fmt.Errorf("%w: exec: %w", kiln.ErrDaemon, err))
+		return fail(fmt.Errorf("%w: exec: %w", kiln.ErrRuntime, err))
 	}
-	s.main = openStream(ex, c.frames, c.log, created.Name)
-	if err := s.main.send(ctx, protocol.EncodeHello("hello")); err != nil {
-		return fail(fmt.Errorf("%w: hello: %w", kiln.ErrSandboxExited, err))
-	}
-	ready, err := s.main.receive(ctx)
-	switch {
-	case errors.Is(err, kiln.ErrSandboxExited):
-		return fail(fmt.Errorf("%w during warm-up: %s", kiln.ErrSandboxExited, lastLine(s.Stderr())))
-	case ctx.Err() != nil:
-		return fail(fmt.Errorf("%w: no ready frame: %w", kiln.ErrWarmupTimeout, ctx.Err()))
-	case err != nil:
-		return fail(fmt.Errorf("%w: ready frame: %w", kiln.ErrSandboxExited, err))
-	}
-	if s.ready, err = protocol.DecodeReady(ready); err != nil {
-		return fail(fmt.Errorf("%w: %w", kiln.ErrSandboxExited, err))
+	s.streams = openExec(ex)
+	s.Conn = sandbox.Open(s.streams, c.frames, c.log, created.Name)
+	if s.ready, err = s.Handshake(ctx); err != nil {
+		return fail(err)
 	}
 	c.mu.Lock()
 	c.running[s.name] = s
@@ -313,7 +345,7 @@ func (c *Client) Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 // container, from its memory cgroup's count of kills (cgroup v2's memory.events, v1's
 // memory.oom_control), read by a short exec: the REPL is not the container's process, so
 // the kubelet's OOMKilled flag does not cover it.
-func (c *Client) oomKilled(ctx context.Context, name string) (bool, error) {
+func (c *Runtime) oomKilled(ctx context.Context, name string) (bool, error) {
 	ex, err := c.exec(name, []string{"sh", "-c",
 		"cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control"})
 	if err != nil {
@@ -321,7 +353,7 @@ func (c *Client) oomKilled(ctx context.Context, name string) (bool, error) {
 	}
 	var out, errOut strings.Builder
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
-		return false, fmt.Errorf("reading the memory cgroup: %w: %s", err, lastLine(errOut.String()))
+		return false, fmt.Errorf("reading the memory cgroup: %w: %s", err, sandbox.LastLine(errOut.String()))
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
@@ -344,7 +376,7 @@ var fatalWaiting = map[string]bool{
 
 // awaitRunning waits until the Pod's container runs; exec cannot start before. An
 // image still being pulled, or backing off, waits for ctx.
-func (c *Client) awaitRunning(ctx context.Context, name string, changed <-chan struct{}) error {
+func (c *Runtime) awaitRunning(ctx context.Context, name string, changed <-chan struct{}) error {
 	why := "not seen yet"
 	starved := false
 	for {
@@ -353,7 +385,7 @@ func (c *Client) awaitRunning(ctx context.Context, name string, changed <-chan s
 			case running:
 				return nil
 			case fatal:
-				return fmt.Errorf("%w: pod %s: %s", kiln.ErrDaemon, name, reason)
+				return fmt.Errorf("%w: pod %s: %s", kiln.ErrRuntime, name, reason)
 			default:
 				why = reason
 			}
@@ -414,7 +446,11 @@ func unschedulable(p *corev1.Pod) bool {
 func terminated(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == container && t != nil {
-			return strings.TrimSpace(fmt.Sprintf("exit code %d %s %s", t.ExitCode, t.Reason, lastLine(t.Message)))
+			msg := ""
+			if strings.TrimSpace(t.Message) != "" {
+				msg = sandbox.LastLine(t.Message)
+			}
+			return strings.TrimSpace(fmt.Sprintf("exit code %d %s %s", t.ExitCode, t.Reason, msg))
 		}
 	}
 	return ""
@@ -424,7 +460,7 @@ func terminated(p *corev1.Pod) string {
 // and stderr: WebSocket, falling back to SPDY when the API server (or a proxy on the way)
 // cannot upgrade to it. What the command writes goes to kiln alone, never to the
 // container's log.
-func (c *Client) exec(name string, command []string) (remotecommand.Executor, error) {
+func (c *Runtime) exec(name string, command []string) (remotecommand.Executor, error) {
 	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdin: true, Stdout: true, Stderr: true, TTY: false},
 			scheme.ParameterCodec)
@@ -442,7 +478,7 @@ func (c *Client) exec(name string, command []string) (remotecommand.Executor, er
 }
 
 // Remove deletes a Pod at once, with no grace; one already gone is not an error.
-func (c *Client) Remove(ctx context.Context, name string) error {
+func (c *Runtime) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.running, name)
 	c.mu.Unlock()
@@ -453,22 +489,15 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// Pod is a sandbox Pod as the watch sees it.
-type Pod struct {
-	Name    string
-	Phase   string
-	Created time.Time
-}
-
 // List returns this instance's sandbox Pods, as the watch sees them.
-func (c *Client) List() ([]Pod, error) {
+func (c *Runtime) List(context.Context) ([]sandbox.Found, error) {
 	list, err := c.pods.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Pod, 0, len(list))
+	out := make([]sandbox.Found, 0, len(list))
 	for _, p := range list {
-		out = append(out, Pod{Name: p.Name, Phase: string(p.Status.Phase), Created: createdAt(p)})
+		out = append(out, sandbox.Found{ID: p.Name, State: string(p.Status.Phase), Created: createdAt(p)})
 	}
 	return out, nil
 }
@@ -476,7 +505,7 @@ func (c *Client) List() ([]Pod, error) {
 // RemoveOrphans deletes every sandbox Pod of this instance, asking the API server (not
 // the watch): at start-up these are leftovers of an earlier process of the instance, at
 // shutdown those of failed removals. It returns how many it deleted.
-func (c *Client) RemoveOrphans(ctx context.Context) (int, error) {
+func (c *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
 	list, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: c.selector()})
 	if err != nil {
 		return 0, fmt.Errorf("pod list: %w", err)
@@ -500,7 +529,7 @@ func (c *Client) RemoveOrphans(ctx context.Context) (int, error) {
 // sandboxes' network: named name, selecting every kiln sandbox Pod, allowing nothing in
 // or out. It creates it when it is missing and kiln may; a policy of that name that
 // does not say so is an error, never overwritten.
-func (c *Client) EnsureNetworkPolicy(ctx context.Context, name string) (created bool, err error) {
+func (c *Runtime) EnsureNetworkPolicy(ctx context.Context, name string) (created bool, err error) {
 	want := DenyAllPolicy(c.ns, name)
 	got, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -513,7 +542,7 @@ func (c *Client) EnsureNetworkPolicy(ctx context.Context, name string) (created 
 		return false, fmt.Errorf("cannot read the NetworkPolicy %s/%s that closes the sandboxes' network (kiln's Role must allow get on networkpolicies): %w", c.ns, name, err)
 	}
 	if !deniesAll(got) {
-		return false, fmt.Errorf("the NetworkPolicy %s/%s does not deny all traffic of the Pods labelled %s=true: fix or delete it (deploy/k8s/manifests/networkpolicy.yaml)", c.ns, name, LabelManaged)
+		return false, fmt.Errorf("the NetworkPolicy %s/%s does not deny all traffic of the Pods labelled %s=true: fix or delete it (deploy/k8s/manifests/networkpolicy.yaml)", c.ns, name, sandbox.LabelManaged)
 	}
 	return false, nil
 }
@@ -522,9 +551,9 @@ func (c *Client) EnsureNetworkPolicy(ctx context.Context, name string) (created 
 // selects them all and allows no traffic in either direction.
 func DenyAllPolicy(namespace, name string) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{LabelService: "kiln"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{sandbox.LabelService: "kiln"}},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelManaged: "true"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{sandbox.LabelManaged: "true"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 		},
 	}
@@ -534,7 +563,7 @@ func DenyAllPolicy(namespace, name string) *networkingv1.NetworkPolicy {
 // allows nothing.
 func deniesAll(p *networkingv1.NetworkPolicy) bool {
 	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
-	if err != nil || !sel.Matches(labels.Set{LabelManaged: "true"}) {
+	if err != nil || !sel.Matches(labels.Set{sandbox.LabelManaged: "true"}) {
 		return false
 	}
 	in, out := false, false
@@ -543,10 +572,4 @@ func deniesAll(p *networkingv1.NetworkPolicy) bool {
 		out = out || t == networkingv1.PolicyTypeEgress
 	}
 	return in && out && len(p.Spec.Ingress) == 0 && len(p.Spec.Egress) == 0
-}
-
-// lastLine returns the last non-empty line of s.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }

@@ -11,31 +11,39 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kilnsh/kiln/sandbox"
 )
 
-func testSpec() Spec {
-	return Spec{
-		Image: "kiln-python:latest", PullPolicy: corev1.PullNever, Instance: "kiln-0", Env: []string{"HOME=/tmp", "A=b=c"},
-		MemoryMB: 640, MilliCPU: 1000, MilliCPURequest: 100, TmpMB: 64, DataMB: 256, EphemeralMB: 64,
-	}
+func testSpec() sandbox.Spec {
+	return sandbox.Spec{Image: "kiln-python:latest", Env: []string{"HOME=/tmp", "A=b=c"},
+		MemoryMB: 640, MilliCPU: 1000, TmpMB: 64, DataMB: 256, NoFile: 1024}
 }
+
+// testRuntime is a Runtime of instance kiln-0 in namespace kiln that is never connected:
+// enough to build Pods.
+func testRuntime(cfg Config) *Runtime {
+	return &Runtime{ns: "kiln", instance: InstanceLabel("kiln-0"), cfg: cfg}
+}
+
+var testConfig = Config{PullPolicy: corev1.PullNever, MilliCPURequest: 100, EphemeralMB: 64}
 
 // A sandbox Pod is as hardened as a sandbox container (docs/security.md), field by field.
 func TestPodIsHardened(t *testing.T) {
-	p := testSpec().pod("kiln", time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
+	p := testRuntime(testConfig).newPod(testSpec(), time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC))
 	s := p.Spec
 	c := s.Containers[0]
 	checks := []struct {
 		what string
 		ok   bool
 	}{
-		{"labelled as kiln's, with its instance", p.Labels[LabelManaged] == "true" && p.Labels[LabelInstance] == "kiln-0"},
+		{"labelled as kiln's, with its instance", p.Labels[sandbox.LabelManaged] == "true" && p.Labels[sandbox.LabelInstance] == "kiln-0" && p.Namespace == "kiln"},
 		{"no service account token", s.AutomountServiceAccountToken != nil && !*s.AutomountServiceAccountToken},
 		{"no service links", s.EnableServiceLinks != nil && !*s.EnableServiceLinks},
 		{"never restarted", s.RestartPolicy == corev1.RestartPolicyNever},
 		{"no host namespaces", !s.HostNetwork && !s.HostPID && !s.HostIPC},
 		{"removed with no grace", s.TerminationGracePeriodSeconds != nil && *s.TerminationGracePeriodSeconds == 0},
-		{"non-root, pod and container", *s.SecurityContext.RunAsNonRoot && *c.SecurityContext.RunAsNonRoot && *c.SecurityContext.RunAsUser == sandboxUID},
+		{"non-root, pod and container", *s.SecurityContext.RunAsNonRoot && *c.SecurityContext.RunAsNonRoot && *c.SecurityContext.RunAsUser == sandbox.UID},
 		{"read-only root", *c.SecurityContext.ReadOnlyRootFilesystem},
 		{"no privilege escalation, not privileged", !*c.SecurityContext.AllowPrivilegeEscalation && !*c.SecurityContext.Privileged},
 		{"every capability dropped", len(c.SecurityContext.Capabilities.Drop) == 1 && c.SecurityContext.Capabilities.Drop[0] == "ALL" && len(c.SecurityContext.Capabilities.Add) == 0},
@@ -47,7 +55,8 @@ func TestPodIsHardened(t *testing.T) {
 			c.Resources.Requests.Cpu().MilliValue() == 100 && c.Resources.Limits.StorageEphemeral().Value() == 64<<20 &&
 			c.Resources.Requests.StorageEphemeral().Value() == 64<<20},
 		{"the image as configured", c.Image == "kiln-python:latest" && c.ImagePullPolicy == corev1.PullNever},
-		{"env split at the first =", len(c.Env) == 2 && c.Env[1].Name == "A" && c.Env[1].Value == "b=c"},
+		{"env split at the first =", len(c.Env) == 3 && c.Env[1].Name == "A" && c.Env[1].Value == "b=c"},
+		{"the limits with no Pod field set by the REPL", c.Env[2].Name == "KILN_RLIMITS" && c.Env[2].Value == "nofile=1024,fsize=268435456,core=0"},
 		{"no RuntimeClass unless set", s.RuntimeClassName == nil},
 		{"its termination log out of the sandbox user's reach", c.TerminationMessagePath == "/root/termination-log"},
 	}
@@ -73,9 +82,9 @@ func TestPodIsHardened(t *testing.T) {
 	if mounts["/tmp"] != "tmp" || mounts["/mnt/data"] != "data" {
 		t.Errorf("mounts %v, want /tmp and /mnt/data", mounts)
 	}
-	spec := testSpec()
-	spec.RuntimeClass = "gvisor"
-	if rc := spec.pod("kiln", time.Now()).Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
+	cfg := testConfig
+	cfg.RuntimeClass = "gvisor"
+	if rc := testRuntime(cfg).newPod(testSpec(), time.Now()).Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
 		t.Errorf("RuntimeClassName = %v, want gvisor", rc)
 	}
 }
@@ -131,7 +140,7 @@ func TestPodProgress(t *testing.T) {
 // traffic through.
 func TestEnsureNetworkPolicy(t *testing.T) {
 	cs := fake.NewClientset()
-	c, err := newClient(context.Background(), cs, nil, "kiln", Config{Instance: "kiln-0", Log: slog.New(slog.DiscardHandler)})
+	c, err := newRuntime(context.Background(), cs, nil, "kiln", sandbox.Options{Instance: "kiln-0", Log: slog.New(slog.DiscardHandler)}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

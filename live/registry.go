@@ -5,14 +5,9 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-)
 
-// Sandbox is what the registry needs of a sandbox.
-type Sandbox interface {
-	ID() string
-	// Done is closed when the sandbox has died.
-	Done() <-chan struct{}
-}
+	"github.com/kilnsh/kiln/sandbox"
+)
 
 // Why a live sandbox ends: the label of kiln_live_sessions_ended_total.
 const (
@@ -33,9 +28,9 @@ type Config struct {
 }
 
 // Binding is one session's live sandbox, with what the session layer knows of it.
-type Binding[S Sandbox] struct {
+type Binding struct {
 	Session string
-	Sandbox S
+	Sandbox sandbox.Sandbox
 	// Files are the session's files the sandbox holds in /mnt/data: path -> file id.
 	Files map[string]string
 	// StateToken names the capture the sandbox last made that the session's store
@@ -66,30 +61,30 @@ type Stats struct {
 
 // Registry holds the live sandboxes. Create it with New, run Run in the background,
 // and Close it at shutdown.
-type Registry[S Sandbox] struct {
+type Registry struct {
 	cfg     Config
-	release func(S) // gives a sandbox back to its pool, which removes it
+	release func(sandbox.Sandbox) // gives a sandbox back to its pool, which removes it
 	log     *slog.Logger
 	now     func() time.Time
 
 	mu     sync.Mutex
-	idle   map[string]*Binding[S] // by session, between calls
-	busy   map[string]*Binding[S] // by session, lent to a call
+	idle   map[string]*Binding // by session, between calls
+	busy   map[string]*Binding // by session, lent to a call
 	closed bool
 	counts Counts
 }
 
 // New returns a Registry; release gives an ended sandbox back to its pool.
-func New[S Sandbox](cfg Config, release func(S), log *slog.Logger) *Registry[S] {
-	return &Registry[S]{cfg: cfg, release: release, log: log, now: time.Now,
-		idle: map[string]*Binding[S]{}, busy: map[string]*Binding[S]{},
+func New(cfg Config, release func(sandbox.Sandbox), log *slog.Logger) *Registry {
+	return &Registry{cfg: cfg, release: release, log: log, now: time.Now,
+		idle: map[string]*Binding{}, busy: map[string]*Binding{},
 		counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
 }
 
 // Take lends the session's live sandbox to one call, or returns nil when the session
 // has none (or only one that died or outlived its bounds, which ends now). The caller
 // gives it back with Put, or ends it with End.
-func (r *Registry[S]) Take(session string) *Binding[S] {
+func (r *Registry) Take(session string) *Binding {
 	r.mu.Lock()
 	b := r.idle[session]
 	if b == nil {
@@ -112,7 +107,7 @@ func (r *Registry[S]) Take(session string) *Binding[S] {
 // Put makes b its session's live sandbox for the next call: one lent by Take, or a new
 // one. When that goes over the cap, the least recently used idle one ends; when none is
 // idle, b does. After Close, b ends.
-func (r *Registry[S]) Put(b *Binding[S]) {
+func (r *Registry) Put(b *Binding) {
 	now := r.now()
 	b.LastUsed = now
 	if b.Created.IsZero() {
@@ -120,8 +115,8 @@ func (r *Registry[S]) Put(b *Binding[S]) {
 	}
 	r.mu.Lock()
 	delete(r.busy, b.Session)
-	var replaced *Binding[S]
-	var evicted []*Binding[S]
+	var replaced *Binding
+	var evicted []*Binding
 	reason := EndShutdown
 	if !r.closed {
 		reason = r.expiredLocked(b, now)
@@ -157,7 +152,7 @@ func (r *Registry[S]) Put(b *Binding[S]) {
 }
 
 // End ends a sandbox lent by Take (or never put) that cannot serve again.
-func (r *Registry[S]) End(b *Binding[S], reason string) {
+func (r *Registry) End(b *Binding, reason string) {
 	r.mu.Lock()
 	if r.busy[b.Session] == b {
 		delete(r.busy, b.Session)
@@ -169,7 +164,7 @@ func (r *Registry[S]) End(b *Binding[S], reason string) {
 // EvictOldest ends the least recently used idle live sandbox, to make room for new work
 // where the room is not kiln's to see (a cluster with no place for the pool's next
 // sandbox). It reports whether there was one to end.
-func (r *Registry[S]) EvictOldest() bool {
+func (r *Registry) EvictOldest() bool {
 	r.mu.Lock()
 	lru := r.leastRecentLocked()
 	if lru != nil {
@@ -184,7 +179,7 @@ func (r *Registry[S]) EvictOldest() bool {
 }
 
 // Drop ends the session's idle live sandbox, if it has one (its session was deleted).
-func (r *Registry[S]) Drop(session, reason string) {
+func (r *Registry) Drop(session, reason string) {
 	r.mu.Lock()
 	b := r.idle[session]
 	delete(r.idle, session)
@@ -195,17 +190,17 @@ func (r *Registry[S]) Drop(session, reason string) {
 }
 
 // Count records a call of a session by how it found its sandbox (new, reused, resumed).
-func (r *Registry[S]) Count(status string) {
+func (r *Registry) Count(status string) {
 	r.mu.Lock()
 	r.counts.Calls[status]++
 	r.mu.Unlock()
 }
 
 // Holds reports whether the sandbox with id is a live one.
-func (r *Registry[S]) Holds(id string) bool {
+func (r *Registry) Holds(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, set := range []map[string]*Binding[S]{r.idle, r.busy} {
+	for _, set := range []map[string]*Binding{r.idle, r.busy} {
 		for _, b := range set {
 			if b.Sandbox.ID() == id {
 				return true
@@ -216,12 +211,12 @@ func (r *Registry[S]) Holds(id string) bool {
 }
 
 // Stats returns a snapshot of the registry.
-func (r *Registry[S]) Stats() Stats {
+func (r *Registry) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := Stats{Idle: len(r.idle), Busy: len(r.busy), Max: r.cfg.Max,
 		Counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
-	for _, set := range []map[string]*Binding[S]{r.idle, r.busy} {
+	for _, set := range []map[string]*Binding{r.idle, r.busy} {
 		for _, b := range set {
 			st.Memory += b.Memory
 		}
@@ -239,7 +234,7 @@ func (r *Registry[S]) Stats() Stats {
 const sweepEvery = time.Second
 
 // Run ends idle sandboxes past their bounds, or dead, until ctx ends.
-func (r *Registry[S]) Run(ctx context.Context) {
+func (r *Registry) Run(ctx context.Context) {
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
 	for {
@@ -252,10 +247,10 @@ func (r *Registry[S]) Run(ctx context.Context) {
 	}
 }
 
-func (r *Registry[S]) sweep() {
+func (r *Registry) sweep() {
 	now := r.now()
 	r.mu.Lock()
-	var ended []*Binding[S]
+	var ended []*Binding
 	var reasons []string
 	for session, b := range r.idle {
 		if reason := r.expiredLocked(b, now); reason != "" {
@@ -270,11 +265,11 @@ func (r *Registry[S]) sweep() {
 }
 
 // Close ends every idle sandbox; those lent to a call end when it puts them back.
-func (r *Registry[S]) Close() {
+func (r *Registry) Close() {
 	r.mu.Lock()
 	r.closed = true
 	idle := r.idle
-	r.idle = map[string]*Binding[S]{}
+	r.idle = map[string]*Binding{}
 	r.mu.Unlock()
 	for _, b := range idle {
 		r.end(b, EndShutdown)
@@ -282,7 +277,7 @@ func (r *Registry[S]) Close() {
 }
 
 // expiredLocked says why b can serve no more, or "".
-func (r *Registry[S]) expiredLocked(b *Binding[S], now time.Time) string {
+func (r *Registry) expiredLocked(b *Binding, now time.Time) string {
 	select {
 	case <-b.Sandbox.Done():
 		return EndDied
@@ -297,8 +292,8 @@ func (r *Registry[S]) expiredLocked(b *Binding[S], now time.Time) string {
 	return ""
 }
 
-func (r *Registry[S]) leastRecentLocked() *Binding[S] {
-	var lru *Binding[S]
+func (r *Registry) leastRecentLocked() *Binding {
+	var lru *Binding
 	for _, b := range r.idle {
 		if lru == nil || b.LastUsed.Before(lru.LastUsed) {
 			lru = b
@@ -308,10 +303,10 @@ func (r *Registry[S]) leastRecentLocked() *Binding[S] {
 }
 
 // end counts b's end and gives its sandbox back.
-func (r *Registry[S]) end(b *Binding[S], reason string) {
+func (r *Registry) end(b *Binding, reason string) {
 	r.mu.Lock()
 	r.counts.Ended[reason]++
 	r.mu.Unlock()
-	r.log.Info("live sandbox ended", "session", b.Session, "container", b.Sandbox.ID(), "reason", reason)
+	r.log.Info("live sandbox ended", "session", b.Session, "sandbox", b.Sandbox.ID(), "reason", reason)
 	r.release(b.Sandbox)
 }

@@ -1,39 +1,43 @@
 package live
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
-type fakeSandbox struct {
-	id   string
-	done chan struct{}
-}
-
-func (s *fakeSandbox) ID() string            { return s.id }
-func (s *fakeSandbox) Done() <-chan struct{} { return s.done }
-
-func newSandbox(id string) *fakeSandbox { return &fakeSandbox{id: id, done: make(chan struct{})} }
-
-// env is a registry with a clock the test moves and a record of the sandboxes released.
+// env is a registry of sandboxes of a Fake, with a clock the test moves and a record of
+// the sandboxes released, each named sb-SESSION after the session it was put for.
 type env struct {
-	r        *Registry[*fakeSandbox]
-	now      time.Time
-	mu       sync.Mutex
+	r    *Registry
+	rt   *sandboxtest.Fake
+	now  time.Time
+	mu   sync.Mutex
+	name map[string]string // sandbox id -> sb-SESSION
+	// released are the names of the sandboxes released, which the release removes, as
+	// the pool does.
 	released []string
 }
 
-func newEnv(cfg Config) *env {
-	e := &env{now: time.Unix(1_700_000_000, 0)}
-	e.r = New(cfg, func(s *fakeSandbox) {
+func newEnv(t *testing.T, cfg Config) *env {
+	t.Helper()
+	e := &env{rt: &sandboxtest.Fake{}, now: time.Unix(1_700_000_000, 0), name: map[string]string{}}
+	e.r = New(cfg, func(sb sandbox.Sandbox) {
 		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.released = append(e.released, s.id)
+		e.released = append(e.released, e.name[sb.ID()])
+		e.mu.Unlock()
+		if err := sb.Remove(context.Background()); err != nil {
+			t.Errorf("removing %s: %v", sb.ID(), err)
+		}
 	}, slog.New(slog.DiscardHandler))
 	e.r.now = func() time.Time { return e.now }
+	t.Cleanup(func() { _, _ = e.rt.RemoveOrphans(context.Background()) })
 	return e
 }
 
@@ -43,18 +47,27 @@ func (e *env) releasedIDs() []string {
 	return slices.Sorted(slices.Values(e.released))
 }
 
-func (e *env) put(session string) *Binding[*fakeSandbox] {
-	b := &Binding[*fakeSandbox]{Session: session, Sandbox: newSandbox("sb-" + session)}
+// put starts a sandbox and makes it the session's live one.
+func (e *env) put(t *testing.T, session string) *Binding {
+	t.Helper()
+	sb, err := e.rt.Start(t.Context(), sandbox.Spec{Image: "kiln-fake"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	e.mu.Lock()
+	e.name[sb.ID()] = "sb-" + session
+	e.mu.Unlock()
+	b := &Binding{Session: session, Sandbox: sb}
 	e.r.Put(b)
 	return b
 }
 
 func TestTakeAndPut(t *testing.T) {
-	e := newEnv(Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
+	e := newEnv(t, Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
 	if e.r.Take("s1") != nil {
 		t.Fatal("Take of a session with no live sandbox returned one")
 	}
-	b := e.put("s1")
+	b := e.put(t, "s1")
 	b.Memory = 200 << 20
 	got := e.r.Take("s1")
 	if got != b {
@@ -63,8 +76,8 @@ func TestTakeAndPut(t *testing.T) {
 	if st := e.r.Stats(); st.Idle != 0 || st.Busy != 1 || st.Memory != 200<<20 {
 		t.Errorf("while lent: got %+v, want 0 idle, 1 busy, 200 MB", st)
 	}
-	if !e.r.Holds("sb-s1") || e.r.Holds("other") {
-		t.Errorf("Holds: got %v for the live sandbox, %v for another", e.r.Holds("sb-s1"), e.r.Holds("other"))
+	if !e.r.Holds(b.Sandbox.ID()) || e.r.Holds("other") {
+		t.Errorf("Holds: got %v for the live sandbox, %v for another", e.r.Holds(b.Sandbox.ID()), e.r.Holds("other"))
 	}
 	if e.r.Take("s1") != nil {
 		t.Error("a sandbox lent to one call was lent again")
@@ -79,12 +92,12 @@ func TestTakeAndPut(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	e := newEnv(Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
-	e.put("idle")
+	e := newEnv(t, Config{Max: 4, Idle: time.Minute, Lifetime: time.Hour})
+	e.put(t, "idle")
 	e.now = e.now.Add(30 * time.Second)
-	e.put("fresh")
-	dead := e.put("dead")
-	close(dead.Sandbox.done)
+	e.put(t, "fresh")
+	dead := e.put(t, "dead")
+	dead.Sandbox.(*sandboxtest.Sandbox).Kill()
 	e.r.sweep()
 	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-dead"}) {
 		t.Errorf("after a sweep: released %v, want the dead one", got)
@@ -104,8 +117,8 @@ func TestBounds(t *testing.T) {
 
 func TestLifetime(t *testing.T) {
 	// A sandbox in use all along still ends at its lifetime.
-	e := newEnv(Config{Max: 4, Idle: 30 * time.Minute, Lifetime: time.Hour})
-	e.put("busy")
+	e := newEnv(t, Config{Max: 4, Idle: 30 * time.Minute, Lifetime: time.Hour})
+	e.put(t, "busy")
 	for range 3 {
 		e.now = e.now.Add(20 * time.Minute)
 		if b := e.r.Take("busy"); b != nil {
@@ -121,20 +134,20 @@ func TestLifetime(t *testing.T) {
 }
 
 func TestCapacityEndsTheLeastRecentlyUsed(t *testing.T) {
-	e := newEnv(Config{Max: 2})
-	e.put("a")
+	e := newEnv(t, Config{Max: 2})
+	e.put(t, "a")
 	e.now = e.now.Add(time.Second)
-	e.put("b")
+	e.put(t, "b")
 	e.now = e.now.Add(time.Second)
 	e.r.Put(e.r.Take("a")) // a is now the most recent
 	e.now = e.now.Add(time.Second)
-	e.put("c")
+	e.put(t, "c")
 	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-b"}) {
 		t.Errorf("released %v, want b, the least recently used", got)
 	}
 	// Every other one busy: the newcomer gets no room.
 	x, y := e.r.Take("a"), e.r.Take("c")
-	e.put("d")
+	e.put(t, "d")
 	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-b", "sb-d"}) {
 		t.Errorf("released %v, want d too: nothing idle to make room", got)
 	}
@@ -148,10 +161,10 @@ func TestCapacityEndsTheLeastRecentlyUsed(t *testing.T) {
 // Room the registry cannot see (a full cluster) is made on demand: the least recently
 // used idle sandbox ends, never a busy one.
 func TestEvictOldest(t *testing.T) {
-	e := newEnv(Config{Max: 8})
-	e.put("a")
+	e := newEnv(t, Config{Max: 8})
+	e.put(t, "a")
 	e.now = e.now.Add(time.Second)
-	e.put("b")
+	e.put(t, "b")
 	busy := e.r.Take("a")
 	if !e.r.EvictOldest() || !slices.Equal(e.releasedIDs(), []string{"sb-b"}) {
 		t.Fatalf("released %v, want b: a is busy", e.releasedIDs())
@@ -166,21 +179,21 @@ func TestEvictOldest(t *testing.T) {
 }
 
 func TestEndDropAndClose(t *testing.T) {
-	e := newEnv(Config{Max: 4})
-	e.put("a")
+	e := newEnv(t, Config{Max: 4})
+	e.put(t, "a")
 	e.r.End(e.r.Take("a"), EndDiscard)
-	e.put("b")
+	e.put(t, "b")
 	e.r.Drop("b", EndDiscard)
 	e.r.Drop("nobody", EndDiscard)
-	e.put("c")
+	e.put(t, "c")
 	lent := e.r.Take("c")
-	e.put("d")
+	e.put(t, "d")
 	e.r.Close()
 	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-a", "sb-b", "sb-d"}) {
 		t.Errorf("released %v, want a, b and the idle d; c is lent", got)
 	}
 	e.r.Put(lent)
-	e.put("e")
+	e.put(t, "e")
 	if got := e.releasedIDs(); !slices.Equal(got, []string{"sb-a", "sb-b", "sb-c", "sb-d", "sb-e"}) {
 		t.Errorf("after Close: released %v, want every one, put back or new", got)
 	}

@@ -25,8 +25,8 @@ func TestWarmupReason(t *testing.T) {
 		{context.DeadlineExceeded, ReasonTimeout},
 		{fmt.Errorf("%w during warm-up: ImportError", kiln.ErrSandboxExited), ReasonExited},
 		{fmt.Errorf("%w: ready frame: unexpected EOF", kiln.ErrSandboxExited), ReasonExited},
-		{fmt.Errorf("%w: container create: No such image: kiln-python:latest", kiln.ErrDaemon), ReasonDocker},
-		{fmt.Errorf("pool: %w", fmt.Errorf("%w: container start: OCI runtime create failed", kiln.ErrDaemon)), ReasonDocker},
+		{fmt.Errorf("%w: container create: No such image: kiln-python:latest", kiln.ErrRuntime), ReasonDocker},
+		{fmt.Errorf("pool: %w", fmt.Errorf("%w: container start: OCI runtime create failed", kiln.ErrRuntime)), ReasonDocker},
 		// The wording alone does not count: only the sentinels do.
 		{errors.New("container create: sandbox exited"), ReasonOther},
 		{errors.New("something new"), ReasonOther},
@@ -101,7 +101,7 @@ func TestExportedNamesAndRecent(t *testing.T) {
 		_, _ = m.Observe(r).Run(context.Background(), executor.Request{})
 	}
 	obs.Warmed(time.Second)
-	obs.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrDaemon))
+	obs.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrRuntime))
 	obs.Removed(nil)
 	obs.Removed(errors.New("remove failed"))
 	obs.Waited(time.Millisecond, nil)

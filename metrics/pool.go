@@ -90,7 +90,7 @@ func WarmupReason(err error) string {
 		return ReasonTimeout
 	case errors.Is(err, kiln.ErrSandboxExited):
 		return ReasonExited
-	case errors.Is(err, kiln.ErrDaemon):
+	case errors.Is(err, kiln.ErrRuntime):
 		return ReasonDocker
 	}
 	return ReasonOther

@@ -3,107 +3,22 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
-// fakeSandbox is a sandbox that lives until die is called and counts its removals.
-type fakeSandbox struct {
-	id        string
-	done      chan struct{}
-	dieOnce   sync.Once
-	removes   atomic.Int32
-	removeErr error         // returned by Remove
-	removeFor time.Duration // how long Remove takes
-}
+// testSpec is what the tests' pools start.
+var testSpec = sandbox.Spec{Image: "kiln-fake", MemoryMB: 64}
 
-func newFakeSandbox(id string) *fakeSandbox {
-	return &fakeSandbox{id: id, done: make(chan struct{})}
-}
+// errStart is how a failing runtime's starts fail.
+var errStart = errors.New("runtime: image missing")
 
-func (s *fakeSandbox) ID() string            { return s.id }
-func (s *fakeSandbox) Done() <-chan struct{} { return s.done }
-func (s *fakeSandbox) die()                  { s.dieOnce.Do(func() { close(s.done) }) }
-
-func (s *fakeSandbox) Remove(ctx context.Context) error {
-	if s.removeFor > 0 {
-		select {
-		case <-time.After(s.removeFor):
-		case <-ctx.Done():
-		}
-	}
-	s.removes.Add(1)
-	s.die()
-	return s.removeErr
-}
-
-// fakeFactory makes fakeSandboxes. With a gate, each Start waits for one value from
-// it (or for its context); while failing is set, Start fails.
-type fakeFactory struct {
-	gate      chan struct{}
-	removeErr error
-	removeFor time.Duration
-
-	mu        sync.Mutex
-	failing   bool
-	made      []*fakeSandbox
-	starts    int
-	active    int
-	maxActive int
-	startedAt []time.Time
-	failedAt  []time.Time
-}
-
-var errFactory = errors.New("factory: image missing")
-
-func (f *fakeFactory) Start(ctx context.Context) (*fakeSandbox, error) {
-	f.mu.Lock()
-	f.starts++
-	f.active++
-	f.maxActive = max(f.maxActive, f.active)
-	f.startedAt = append(f.startedAt, time.Now())
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.active--
-		f.mu.Unlock()
-	}()
-
-	if f.gate != nil {
-		select {
-		case <-f.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failing {
-		f.failedAt = append(f.failedAt, time.Now())
-		return nil, errFactory
-	}
-	sb := newFakeSandbox(fmt.Sprintf("sandbox-%03d", len(f.made)))
-	sb.removeErr, sb.removeFor = f.removeErr, f.removeFor
-	f.made = append(f.made, sb)
-	return sb, nil
-}
-
-func (f *fakeFactory) setFailing(v bool) {
-	f.mu.Lock()
-	f.failing = v
-	f.mu.Unlock()
-}
-
-// snapshot returns the sandboxes made so far and the Start counters.
-func (f *fakeFactory) snapshot() (made []*fakeSandbox, starts, active, maxActive int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*fakeSandbox(nil), f.made...), f.starts, f.active, f.maxActive
-}
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // fakeObserver counts pool events.
 type fakeObserver struct {
@@ -118,6 +33,7 @@ func (o *fakeObserver) Waited(time.Duration, error) { o.waited.Add(1) }
 // testConfig is a small, fast pool configuration.
 func testConfig(size int) Config {
 	return Config{
+		Spec:          testSpec,
 		Size:          size,
 		Warmers:       size,
 		QueueTimeout:  2 * time.Second,
@@ -129,11 +45,12 @@ func testConfig(size int) Config {
 	}
 }
 
-// newTestPool starts a pool that the test closes when it ends, checking that Close
-// completes.
-func newTestPool(t *testing.T, cfg Config, f *fakeFactory, obs Observer) *Pool[*fakeSandbox] {
+// newTestPool starts a pool on f that the test closes when it ends, checking that Close
+// completes; what the pool leaves on f is swept after.
+func newTestPool(t *testing.T, cfg Config, f *sandboxtest.Fake, obs Observer) *Pool {
 	t.Helper()
-	p := New[*fakeSandbox](cfg, f, slog.New(slog.DiscardHandler), obs)
+	sweep(t, f)
+	p := New(cfg, f, discard(), obs)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -142,6 +59,24 @@ func newTestPool(t *testing.T, cfg Config, f *fakeFactory, obs Observer) *Pool[*
 		}
 	})
 	return p
+}
+
+// sweep removes, once the test has ended, whatever sandboxes of f are left (those the
+// test kept checked out), so that no fake REPL outlives its test.
+func sweep(t *testing.T, f *sandboxtest.Fake) {
+	t.Cleanup(func() { _, _ = f.RemoveOrphans(context.Background()) })
+}
+
+// startOne starts a sandbox of no pool's, of a Fake of its own.
+func startOne(t *testing.T, prefix string) *sandboxtest.Sandbox {
+	t.Helper()
+	f := &sandboxtest.Fake{Prefix: prefix}
+	sweep(t, f)
+	sb, err := f.Start(t.Context(), testSpec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return sb.(*sandboxtest.Sandbox)
 }
 
 // waitFor polls cond until it holds, failing the test after two seconds.
@@ -157,29 +92,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // checkout calls Checkout with a deadline well past the pool's queue timeout.
-func checkout(t *testing.T, p *Pool[*fakeSandbox]) *fakeSandbox {
+func checkout(t *testing.T, p *Pool) *sandboxtest.Sandbox {
 	t.Helper()
 	sb, err := p.Checkout(context.Background())
 	if err != nil {
 		t.Fatalf("Checkout: got error %v, want a sandbox", err)
 	}
-	return sb
+	return sb.(*sandboxtest.Sandbox)
 }
 
 // result is what an asynchronous Checkout returned.
 type result struct {
-	sb  *fakeSandbox
+	sb  *sandboxtest.Sandbox
 	err error
 }
 
 // goCheckout starts a Checkout in the background and waits until it is queued.
-func goCheckout(t *testing.T, p *Pool[*fakeSandbox], ctx context.Context) <-chan result {
+func goCheckout(t *testing.T, p *Pool, ctx context.Context) <-chan result {
 	t.Helper()
 	before := p.Stats().Waiting
 	ch := make(chan result, 1)
 	go func() {
 		sb, err := p.Checkout(ctx)
-		ch <- result{sb, err}
+		fake, _ := sb.(*sandboxtest.Sandbox)
+		ch <- result{fake, err}
 	}()
 	waitFor(t, "the checkout to queue", func() bool { return p.Stats().Waiting == before+1 })
 	return ch
@@ -197,13 +133,15 @@ func receive(t *testing.T, ch <-chan result) result {
 	}
 }
 
-// checkRemovedOnce checks that every sandbox the factory made was removed exactly once.
-func checkRemovedOnce(t *testing.T, f *fakeFactory) {
+// starts returns how many Start calls f has had.
+func starts(f *sandboxtest.Fake) int { return f.Counts().Starts }
+
+// checkRemovedOnce checks that every sandbox f made was removed exactly once.
+func checkRemovedOnce(t *testing.T, f *sandboxtest.Fake) {
 	t.Helper()
-	made, _, _, _ := f.snapshot()
-	for _, sb := range made {
-		if n := sb.removes.Load(); n != 1 {
-			t.Errorf("%s: got %d removals, want 1", sb.id, n)
+	for _, sb := range f.Sandboxes() {
+		if n := sb.Removals(); n != 1 {
+			t.Errorf("%s: got %d removals, want 1", sb.ID(), n)
 		}
 	}
 }

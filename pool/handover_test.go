@@ -3,19 +3,18 @@ package pool
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
-)
 
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
+)
 
 // giveUpWhileHandedOver stages the race where a waiting checkout gives up (its context
 // ends) just as a sandbox is handed to it: the test holds the pool's lock, cancels the
 // waiter, lets it reach the lock, and hands it sb the way a finished warm-up does.
 // first, when set, runs once the lock is held, before the waiter is cancelled.
 // It returns with the lock still held; the caller unlocks.
-func giveUpWhileHandedOver(t *testing.T, p *Pool[*fakeSandbox], cancel context.CancelFunc, sb *fakeSandbox, first func()) {
+func giveUpWhileHandedOver(t *testing.T, p *Pool, cancel context.CancelFunc, sb *sandboxtest.Sandbox, first func()) {
 	t.Helper()
 	p.mu.Lock()
 	if first != nil {
@@ -33,7 +32,7 @@ func giveUpWhileHandedOver(t *testing.T, p *Pool[*fakeSandbox], cancel context.C
 // TestGiveUpPassesSandboxOn checks that a sandbox handed to a checkout that gave up
 // goes to the next waiting checkout instead of idling in the pool while it waits.
 func TestGiveUpPassesSandboxOn(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})} // warm-ups hang: only the hand-over serves
+	f := &sandboxtest.Fake{Gate: make(chan struct{})} // warm-ups hang: only the hand-over serves
 	cfg := testConfig(1)
 	cfg.Warmers = 1
 	cfg.QueueTimeout = 5 * time.Second
@@ -44,7 +43,7 @@ func TestGiveUpPassesSandboxOn(t *testing.T) {
 	first := goCheckout(t, p, ctx1)
 	second := goCheckout(t, p, context.Background())
 
-	sb := newFakeSandbox("handed-over")
+	sb := startOne(t, "handed-over-")
 	giveUpWhileHandedOver(t, p, cancel1, sb, nil)
 	p.mu.Unlock()
 
@@ -63,7 +62,7 @@ func TestGiveUpPassesSandboxOn(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatalf("second checkout still waiting with a sandbox in the pool (ready=%d)", p.Stats().Ready)
 	}
-	waitFor(t, "the removal", func() bool { return sb.removes.Load() == 1 })
+	waitFor(t, "the removal", func() bool { return sb.Removals() == 1 })
 }
 
 // TestGiveUpDuringClose checks that a sandbox handed to a checkout that gave up while
@@ -71,14 +70,14 @@ func TestGiveUpPassesSandboxOn(t *testing.T) {
 // that has been waited on for over a millisecond serves its waiters in order.)
 func TestGiveUpDuringClose(t *testing.T) {
 	for _, closeFirst := range []bool{true, false} {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		cfg := testConfig(1)
 		cfg.QueueTimeout = 5 * time.Second
-		p := New[*fakeSandbox](cfg, f, discard(), nil)
+		p := New(cfg, f, discard(), nil)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		waiter := goCheckout(t, p, ctx)
-		sb := newFakeSandbox("handed-over")
+		sb := startOne(t, "handed-over-")
 		closed := make(chan error, 1)
 		startClose := func() {
 			go func() { closed <- p.Close(context.Background()) }()
@@ -98,7 +97,7 @@ func TestGiveUpDuringClose(t *testing.T) {
 		if err := <-closed; err != nil {
 			t.Fatalf("Close: got %v, want nil", err)
 		}
-		waitFor(t, "the handed-over sandbox to be removed", func() bool { return sb.removes.Load() == 1 })
+		waitFor(t, "the handed-over sandbox to be removed", func() bool { return sb.Removals() == 1 })
 		if got := p.Stats().Ready; got != 0 {
 			t.Fatalf("got %d ready after Close, want 0", got)
 		}
@@ -108,7 +107,7 @@ func TestGiveUpDuringClose(t *testing.T) {
 // TestGiveUpDeadSandbox checks that a dead sandbox handed to a checkout that gave up
 // is removed rather than passed on.
 func TestGiveUpDeadSandbox(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})}
+	f := &sandboxtest.Fake{Gate: make(chan struct{})}
 	cfg := testConfig(1)
 	cfg.QueueTimeout = 5 * time.Second
 	p := newTestPool(t, cfg, f, nil)
@@ -120,15 +119,15 @@ func TestGiveUpDeadSandbox(t *testing.T) {
 	defer cancel2()
 	second := goCheckout(t, p, ctx2)
 
-	sb := newFakeSandbox("dead")
-	sb.die()
+	sb := startOne(t, "dead-")
+	sb.Kill()
 	giveUpWhileHandedOver(t, p, cancel1, sb, nil)
 	p.mu.Unlock()
 
 	if r := receive(t, first); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("first checkout: got %v, %v; want context.Canceled (the race was not staged)", r.sb, r.err)
 	}
-	waitFor(t, "the dead sandbox to be removed", func() bool { return sb.removes.Load() == 1 })
+	waitFor(t, "the dead sandbox to be removed", func() bool { return sb.Removals() == 1 })
 	select {
 	case r := <-second:
 		t.Fatalf("second checkout: got %v, %v; want it still waiting", r.sb, r.err)

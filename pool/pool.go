@@ -3,30 +3,25 @@ package pool
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
-// Sandbox is what the pool needs of a sandbox.
-type Sandbox interface {
-	ID() string
-	// Done is closed when the sandbox has died.
-	Done() <-chan struct{}
-	// Remove destroys the sandbox. It is called exactly once per sandbox, with a
-	// context that belongs to the pool, never to a request.
-	Remove(ctx context.Context) error
+// Starter makes ready sandboxes (a sandbox.Runtime does). Start returns only once the
+// sandbox can serve, and cleans up after itself when it fails. A sandbox the pool
+// removes is removed exactly once, with a context that belongs to the pool, never to a
+// request.
+type Starter interface {
+	Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error)
 }
 
-// Factory makes ready sandboxes. Start returns only once the sandbox can serve, and
-// cleans up after itself when it fails.
-type Factory[S Sandbox] interface {
-	Start(ctx context.Context) (S, error)
-}
-
-// Config sizes a pool.
+// Config sizes a pool and says what its sandboxes are.
 type Config struct {
+	Spec          sandbox.Spec  // what every sandbox of the pool is
 	Size          int           // sandboxes kept warm
 	Warmers       int           // sandboxes warming at once, at most
 	QueueTimeout  time.Duration // longest a checkout waits
@@ -54,9 +49,9 @@ type Observer interface {
 }
 
 // Pool keeps Config.Size sandboxes warm. Create it with New; Close it when done.
-type Pool[S Sandbox] struct {
+type Pool struct {
 	cfg     Config
-	factory Factory[S]
+	starter Starter
 	log     *slog.Logger
 	obs     Observer
 	now     func() time.Time
@@ -67,15 +62,15 @@ type Pool[S Sandbox] struct {
 	wg     sync.WaitGroup // the refill loop and warm-ups, which only start while it runs
 
 	mu      sync.Mutex
-	ready   []entry[S] // oldest first
-	waiters []chan S   // FIFO of checkouts waiting for a sandbox
+	ready   []entry                // oldest first
+	waiters []chan sandbox.Sandbox // FIFO of checkouts waiting for a sandbox
 	warming int
 	// out holds the sandboxes checked out, by id, with the time before which their
 	// replacement is held back (zero when it is not: see Config.RefillDelay).
 	out map[string]time.Time
 	// kept holds the sandboxes a checkout kept (Keep): no longer the pool's to count or
 	// replace, still its to remove, at Release or at Close.
-	kept     map[string]S
+	kept     map[string]sandbox.Sandbox
 	failures int       // consecutive warm-up failures
 	retryAt  time.Time // no warm-up before this, after failures
 	closed   bool
@@ -85,10 +80,14 @@ type Pool[S Sandbox] struct {
 	idle     sync.Cond
 	counts   Counts
 	lastErr  string
+	// langs are the languages the pool's sandboxes run, as the first that became ready
+	// said in its handshake (they share their image); learned closes then.
+	langs   []string
+	learned chan struct{}
 }
 
-type entry[S Sandbox] struct {
-	sb    S
+type entry struct {
+	sb    sandbox.Sandbox
 	since time.Time
 }
 
@@ -101,8 +100,8 @@ type Counts struct {
 	Died    int64 // sandboxes that died while waiting in the pool
 }
 
-// New starts a pool that begins warming at once.
-func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *Pool[S] {
+// New starts a pool that begins warming at once, its sandboxes started by st.
+func New(cfg Config, st Starter, log *slog.Logger, obs Observer) *Pool {
 	if cfg.Warmers < 1 {
 		cfg.Warmers = 1
 	}
@@ -119,10 +118,10 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 		obs = nopObserver{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool[S]{
-		cfg: cfg, factory: f, log: log, obs: obs, now: time.Now,
+	p := &Pool{
+		cfg: cfg, starter: st, log: log, obs: obs, now: time.Now, learned: make(chan struct{}),
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		out: map[string]time.Time{}, kept: map[string]S{},
+		out: map[string]time.Time{}, kept: map[string]sandbox.Sandbox{},
 	}
 	p.idle.L = &p.mu
 	p.wg.Add(1)
@@ -133,15 +132,15 @@ func New[S Sandbox](cfg Config, f Factory[S], log *slog.Logger, obs Observer) *P
 // Checkout hands out a ready sandbox for the caller's exclusive use. It waits at most
 // the queue timeout, and fails at once when MaxQueue callers are already waiting.
 // The caller must give the sandbox back with Release, whatever happens.
-func (p *Pool[S]) Checkout(ctx context.Context) (S, error) {
+func (p *Pool) Checkout(ctx context.Context) (sandbox.Sandbox, error) {
 	start := p.now()
 	sb, err := p.checkout(ctx)
 	p.obs.Waited(p.now().Sub(start), err)
 	return sb, err
 }
 
-func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
-	var zero S
+func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
+	var zero sandbox.Sandbox
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -156,7 +155,7 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 		p.mu.Unlock()
 		return zero, kiln.ErrQueueFull
 	}
-	w := make(chan S, 1)
+	w := make(chan sandbox.Sandbox, 1)
 	p.waiters = append(p.waiters, w)
 	p.mu.Unlock()
 	p.poke()
@@ -193,14 +192,14 @@ func (p *Pool[S]) checkout(ctx context.Context) (S, error) {
 		case len(p.waiters) > 0:
 			p.handOverLocked(sb)
 		default:
-			p.ready = append([]entry[S]{{sb: sb, since: p.now()}}, p.ready...)
+			p.ready = append([]entry{{sb: sb, since: p.now()}}, p.ready...)
 		}
 	}
 	return zero, err
 }
 
 // handOverLocked gives sb to the oldest waiting checkout; there must be one.
-func (p *Pool[S]) handOverLocked(sb S) {
+func (p *Pool) handOverLocked(sb sandbox.Sandbox) {
 	w := p.waiters[0]
 	p.waiters = p.waiters[1:]
 	p.out[sb.ID()] = time.Time{} // demand outruns the pool: no holding back
@@ -208,13 +207,13 @@ func (p *Pool[S]) handOverLocked(sb S) {
 }
 
 // takeReadyLocked pops the oldest live sandbox, sending dead ones to removal.
-func (p *Pool[S]) takeReadyLocked() (S, bool) {
+func (p *Pool) takeReadyLocked() (sandbox.Sandbox, bool) {
 	for len(p.ready) > 0 {
 		e := p.ready[0]
 		p.ready = p.ready[1:]
 		if isDone(e.sb) {
 			p.counts.Died++
-			p.log.Warn("sandbox died in the pool", "container", e.sb.ID())
+			p.log.Warn("sandbox died in the pool", "sandbox", e.sb.ID())
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -225,14 +224,14 @@ func (p *Pool[S]) takeReadyLocked() (S, bool) {
 		p.out[e.sb.ID()] = hold
 		return e.sb, true
 	}
-	var zero S
+	var zero sandbox.Sandbox
 	return zero, false
 }
 
 // Release ends a checkout, or gives back a sandbox kept: the sandbox is removed in the
 // background, and a checked-out one's replacement starts warming. A sandbox never goes
 // back to the ready set.
-func (p *Pool[S]) Release(sb S) {
+func (p *Pool) Release(sb sandbox.Sandbox) {
 	p.mu.Lock()
 	delete(p.out, sb.ID())
 	delete(p.kept, sb.ID())
@@ -245,7 +244,7 @@ func (p *Pool[S]) Release(sb S) {
 // of the same owner (a live session) and gives it back with Release. Its replacement
 // starts warming at once, so that what the caller keeps never takes from the ready set.
 // After Close, the sandbox is removed.
-func (p *Pool[S]) Keep(sb S) {
+func (p *Pool) Keep(sb sandbox.Sandbox) {
 	p.mu.Lock()
 	delete(p.out, sb.ID())
 	if p.closed {
@@ -258,7 +257,7 @@ func (p *Pool[S]) Keep(sb S) {
 }
 
 // removeLocked removes sb in the background, with the pool's own deadline.
-func (p *Pool[S]) removeLocked(sb S) {
+func (p *Pool) removeLocked(sb sandbox.Sandbox) {
 	p.removals++
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RemoveTimeout)
@@ -267,10 +266,10 @@ func (p *Pool[S]) removeLocked(sb S) {
 		p.mu.Lock()
 		if err != nil {
 			p.counts.Leaked++
-			p.log.Error("sandbox removal failed", "container", sb.ID(), "err", err)
+			p.log.Error("sandbox removal failed", "sandbox", sb.ID(), "err", err)
 		} else {
 			p.counts.Removed++
-			p.log.Debug("sandbox removed", "container", sb.ID())
+			p.log.Debug("sandbox removed", "sandbox", sb.ID())
 		}
 		p.mu.Unlock()
 		p.obs.Removed(err)
@@ -286,7 +285,7 @@ func (p *Pool[S]) removeLocked(sb S) {
 // Holds reports whether the sandbox with id is ready in the pool, checked out or kept.
 // A container of the pool's making that it does not hold, and that no warm-up can
 // still be starting, is nobody's: see Config.WarmupTimeout.
-func (p *Pool[S]) Holds(id string) bool {
+func (p *Pool) Holds(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.out[id]; ok {
@@ -303,14 +302,39 @@ func (p *Pool[S]) Holds(id string) bool {
 	return false
 }
 
-func (p *Pool[S]) poke() {
+// Languages returns the languages the pool's sandboxes run, and whether one has said
+// yet.
+func (p *Pool) Languages() ([]string, bool) {
+	select {
+	case <-p.learned:
+		return p.langs, true
+	default:
+		return nil, false
+	}
+}
+
+// Learned is closed once a sandbox of the pool has said what it runs.
+func (p *Pool) Learned() <-chan struct{} { return p.learned }
+
+// learnLocked records what the first sandbox to become ready runs.
+func (p *Pool) learnLocked(sb sandbox.Sandbox) {
+	select {
+	case <-p.learned:
+	default:
+		p.langs = slices.Clone(sb.Ready().Capabilities.Languages)
+		close(p.learned)
+		p.log.Info("pool languages", "languages", p.langs)
+	}
+}
+
+func (p *Pool) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-func isDone[S Sandbox](sb S) bool {
+func isDone(sb sandbox.Sandbox) bool {
 	select {
 	case <-sb.Done():
 		return true

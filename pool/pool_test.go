@@ -8,20 +8,22 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
 func TestWarmsToSize(t *testing.T) {
 	for _, size := range []int{1, 3} {
 		t.Run("", func(t *testing.T) {
-			f := &fakeFactory{}
+			f := &sandboxtest.Fake{}
 			obs := &fakeObserver{}
 			p := newTestPool(t, testConfig(size), f, obs)
 			waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == size })
 			time.Sleep(20 * time.Millisecond) // time to over-warm, if it were going to
 			st := p.Stats()
-			_, starts, _, _ := f.snapshot()
-			if starts != size || st.Counts.Created != int64(size) || st.Ready != size {
-				t.Errorf("got %d starts, %d created, %d ready, want %d each", starts, st.Counts.Created, st.Ready, size)
+			n := starts(f)
+			if n != size || st.Counts.Created != int64(size) || st.Ready != size {
+				t.Errorf("got %d starts, %d created, %d ready, want %d each", n, st.Counts.Created, st.Ready, size)
 			}
 			if st.Target != size || st.Warming != 0 || st.InUse != 0 {
 				t.Errorf("got target %d warming %d in use %d, want %d 0 0", st.Target, st.Warming, st.InUse, size)
@@ -42,24 +44,24 @@ func TestWarmsToSize(t *testing.T) {
 // TestCheckoutRelease checks that checkouts get distinct sandboxes, that a sandbox is
 // not removed while checked out, and that each is removed exactly once after Release.
 func TestCheckoutRelease(t *testing.T) {
-	f := &fakeFactory{}
+	f := &sandboxtest.Fake{}
 	p := newTestPool(t, testConfig(2), f, nil)
 	seen := map[string]bool{}
-	var held []*fakeSandbox
+	var held []*sandboxtest.Sandbox
 	for range 5 {
 		sb := checkout(t, p)
-		if seen[sb.id] {
-			t.Fatalf("got %s twice, want a fresh sandbox every time", sb.id)
+		if seen[sb.ID()] {
+			t.Fatalf("got %s twice, want a fresh sandbox every time", sb.ID())
 		}
-		seen[sb.id] = true
+		seen[sb.ID()] = true
 		held = append(held, sb)
 	}
 	if got := p.Stats().InUse; got != 5 {
 		t.Errorf("got %d in use, want 5", got)
 	}
 	for _, sb := range held {
-		if n := sb.removes.Load(); n != 0 {
-			t.Errorf("%s: got %d removals while checked out, want 0", sb.id, n)
+		if n := sb.Removals(); n != 0 {
+			t.Errorf("%s: got %d removals while checked out, want 0", sb.ID(), n)
 		}
 	}
 	for _, sb := range held {
@@ -70,8 +72,8 @@ func TestCheckoutRelease(t *testing.T) {
 		t.Errorf("got %d in use after release, want 0", got)
 	}
 	for _, sb := range held {
-		if n := sb.removes.Load(); n != 1 {
-			t.Errorf("%s: got %d removals after release, want 1", sb.id, n)
+		if n := sb.Removals(); n != 1 {
+			t.Errorf("%s: got %d removals after release, want 1", sb.ID(), n)
 		}
 	}
 	waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
@@ -79,13 +81,13 @@ func TestCheckoutRelease(t *testing.T) {
 
 // TestNeverTwice runs many concurrent checkouts; run it under -race.
 func TestNeverTwice(t *testing.T) {
-	f := &fakeFactory{}
+	f := &sandboxtest.Fake{}
 	cfg := testConfig(3)
 	cfg.MaxQueue = 100
-	p := New[*fakeSandbox](cfg, f, discard(), nil)
+	p := New(cfg, f, discard(), nil)
 	var (
 		mu   sync.Mutex
-		seen = map[*fakeSandbox]int{}
+		seen = map[sandbox.Sandbox]int{}
 		wg   sync.WaitGroup
 	)
 	for range 20 {
@@ -114,7 +116,7 @@ func TestNeverTwice(t *testing.T) {
 	}
 	for sb, n := range seen {
 		if n != 1 {
-			t.Errorf("%s: handed out %d times, want once", sb.id, n)
+			t.Errorf("%s: handed out %d times, want once", sb.ID(), n)
 		}
 	}
 	checkRemovedOnce(t, f)
@@ -126,7 +128,7 @@ func TestNeverTwice(t *testing.T) {
 
 func TestCheckoutErrors(t *testing.T) {
 	t.Run("queue full", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		cfg := testConfig(1)
 		cfg.MaxQueue = 1
 		p := newTestPool(t, cfg, f, nil)
@@ -139,7 +141,7 @@ func TestCheckoutErrors(t *testing.T) {
 		if d := time.Since(start); d > 500*time.Millisecond {
 			t.Errorf("got ErrQueueFull after %v, want it at once", d)
 		}
-		f.gate <- struct{}{}
+		f.Gate <- struct{}{}
 		if r := receive(t, first); r.err != nil {
 			t.Errorf("first checkout: got error %v, want a sandbox", r.err)
 		} else {
@@ -147,7 +149,7 @@ func TestCheckoutErrors(t *testing.T) {
 		}
 	})
 	t.Run("no queue", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		cfg := testConfig(1)
 		cfg.MaxQueue = 0
 		p := newTestPool(t, cfg, f, nil)
@@ -156,7 +158,7 @@ func TestCheckoutErrors(t *testing.T) {
 		}
 	})
 	t.Run("queue timeout", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		cfg := testConfig(1)
 		cfg.QueueTimeout = 30 * time.Millisecond
 		obs := &fakeObserver{}
@@ -178,7 +180,7 @@ func TestCheckoutErrors(t *testing.T) {
 		}
 	})
 	t.Run("context cancelled", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		p := newTestPool(t, testConfig(1), f, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := goCheckout(t, p, ctx)
@@ -191,7 +193,7 @@ func TestCheckoutErrors(t *testing.T) {
 		}
 		// The pool still works: the next sandbox goes to the next caller.
 		next := goCheckout(t, p, context.Background())
-		f.gate <- struct{}{}
+		f.Gate <- struct{}{}
 		if r := receive(t, next); r.err != nil {
 			t.Errorf("got error %v after a cancelled checkout, want a sandbox", r.err)
 		} else {
@@ -199,7 +201,7 @@ func TestCheckoutErrors(t *testing.T) {
 		}
 	})
 	t.Run("context already done", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{})}
+		f := &sandboxtest.Fake{Gate: make(chan struct{})}
 		p := newTestPool(t, testConfig(1), f, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
@@ -211,7 +213,7 @@ func TestCheckoutErrors(t *testing.T) {
 
 // TestFIFO checks that waiting checkouts are served in the order they arrived.
 func TestFIFO(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})}
+	f := &sandboxtest.Fake{Gate: make(chan struct{})}
 	cfg := testConfig(1)
 	cfg.Warmers = 1
 	p := newTestPool(t, cfg, f, nil)
@@ -220,7 +222,7 @@ func TestFIFO(t *testing.T) {
 		waiters = append(waiters, goCheckout(t, p, context.Background()))
 	}
 	for i, ch := range waiters {
-		f.gate <- struct{}{}
+		f.Gate <- struct{}{}
 		r := receive(t, ch)
 		if r.err != nil {
 			t.Fatalf("waiter %d: got error %v, want a sandbox", i, r.err)
@@ -238,18 +240,17 @@ func TestFIFO(t *testing.T) {
 
 func TestDeadSandboxes(t *testing.T) {
 	t.Run("swept from the pool and replaced", func(t *testing.T) {
-		f := &fakeFactory{}
+		f := &sandboxtest.Fake{}
 		p := newTestPool(t, testConfig(2), f, nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
-		made, _, _, _ := f.snapshot()
-		made[0].die()
+		made := f.Sandboxes()
+		made[0].Kill()
 		// The refill loop sweeps on its own ticker, within about a second.
 		waitFor(t, "the sweep", func() bool { return p.Stats().Counts.Died == 1 })
 		waitFor(t, "the replacement", func() bool { return p.Stats().Ready == 2 })
-		waitFor(t, "the removal", func() bool { return made[0].removes.Load() == 1 })
-		_, starts, _, _ := f.snapshot()
-		if starts != 3 {
-			t.Errorf("got %d starts, want 3", starts)
+		waitFor(t, "the removal", func() bool { return made[0].Removals() == 1 })
+		if n := starts(f); n != 3 {
+			t.Errorf("got %d starts, want 3", n)
 		}
 		for range 2 {
 			if sb := checkout(t, p); sb == made[0] {
@@ -258,12 +259,12 @@ func TestDeadSandboxes(t *testing.T) {
 		}
 	})
 	t.Run("skipped by checkout", func(t *testing.T) {
-		f := &fakeFactory{}
+		f := &sandboxtest.Fake{}
 		cfg := testConfig(1)
 		p := newTestPool(t, cfg, f, nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 1 })
-		made, _, _, _ := f.snapshot()
-		made[0].die()
+		made := f.Sandboxes()
+		made[0].Kill()
 		if st := p.Stats(); len(st.Sandboxes) == 1 && st.Sandboxes[0].State != "dead" {
 			t.Errorf("got state %q for a dead sandbox, want dead", st.Sandboxes[0].State)
 		}
@@ -275,12 +276,13 @@ func TestDeadSandboxes(t *testing.T) {
 		if got := p.Stats().Counts.Died; got != 1 {
 			t.Errorf("got %d died, want 1", got)
 		}
-		waitFor(t, "the removal", func() bool { return made[0].removes.Load() == 1 })
+		waitFor(t, "the removal", func() bool { return made[0].Removals() == 1 })
 	})
 }
 
 func TestFactoryFailures(t *testing.T) {
-	f := &fakeFactory{failing: true}
+	f := &sandboxtest.Fake{}
+	f.Fail(errStart)
 	obs := &fakeObserver{}
 	cfg := testConfig(2)
 	cfg.Warmers = 1
@@ -288,7 +290,7 @@ func TestFactoryFailures(t *testing.T) {
 	waitFor(t, "failures", func() bool { return p.Stats().Counts.Failed >= 3 })
 	st := p.Stats()
 	if st.LastError == "" {
-		t.Errorf("got no last error while failing, want %q", errFactory)
+		t.Errorf("got no last error while failing, want %q", errStart)
 	}
 	if p.CanServe() {
 		t.Errorf("got CanServe true while every warm-up fails, want false")
@@ -297,7 +299,7 @@ func TestFactoryFailures(t *testing.T) {
 		t.Errorf("got %d WarmFailed events, want at least 3", obs.warmFailed.Load())
 	}
 
-	f.setFailing(false)
+	f.Fail(nil)
 	waitFor(t, "recovery", func() bool { return p.Stats().Ready == 2 })
 	st = p.Stats()
 	if st.LastError != "" {
@@ -309,14 +311,13 @@ func TestFactoryFailures(t *testing.T) {
 
 	// Backoff: no warm-up starts before BackoffMin<<(n-1) (capped at BackoffMax)
 	// has passed since the n-th consecutive failure.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, failed := range f.failedAt {
-		if i+1 >= len(f.startedAt) {
+	c := f.Counts()
+	for i, failed := range c.FailedAt {
+		if i+1 >= len(c.StartedAt) {
 			break
 		}
 		want := min(cfg.BackoffMin<<min(i, 16), cfg.BackoffMax)
-		if gap := f.startedAt[i+1].Sub(failed); gap < want {
+		if gap := c.StartedAt[i+1].Sub(failed); gap < want {
 			t.Errorf("failure %d: next start after %v, want at least %v", i+1, gap, want)
 		}
 	}
@@ -325,13 +326,13 @@ func TestFactoryFailures(t *testing.T) {
 // TestCanServeBeforeFirstSuccess checks that a pool that has never made a sandbox does
 // not claim it can serve just because a warm-up is under way.
 func TestCanServeBeforeFirstSuccess(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})}
+	f := &sandboxtest.Fake{Gate: make(chan struct{})}
 	p := newTestPool(t, testConfig(1), f, nil)
 	waitFor(t, "a warm-up", func() bool { return p.Stats().Warming == 1 })
 	if p.CanServe() {
 		t.Errorf("got CanServe true before any sandbox was made, want false")
 	}
-	f.gate <- struct{}{}
+	f.Gate <- struct{}{}
 	waitFor(t, "the sandbox", func() bool { return p.Stats().Ready == 1 })
 	if !p.CanServe() {
 		t.Errorf("got CanServe false with a ready sandbox, want true")
@@ -339,7 +340,7 @@ func TestCanServeBeforeFirstSuccess(t *testing.T) {
 }
 
 func TestWarmupTimeout(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})} // never opened: every Start hangs
+	f := &sandboxtest.Fake{Gate: make(chan struct{})} // never opened: every Start hangs
 	cfg := testConfig(1)
 	cfg.WarmupTimeout = 10 * time.Millisecond
 	p := newTestPool(t, cfg, f, nil)
@@ -350,33 +351,33 @@ func TestWarmupTimeout(t *testing.T) {
 }
 
 func TestWarmersCap(t *testing.T) {
-	f := &fakeFactory{gate: make(chan struct{})}
+	f := &sandboxtest.Fake{Gate: make(chan struct{})}
 	cfg := testConfig(6)
 	cfg.Warmers = 2
 	p := newTestPool(t, cfg, f, nil)
-	waitFor(t, "warm-ups", func() bool { _, _, active, _ := f.snapshot(); return active == 2 })
+	waitFor(t, "warm-ups", func() bool { return f.Counts().Starting == 2 })
 	time.Sleep(20 * time.Millisecond)
-	if _, starts, _, _ := f.snapshot(); starts != 2 {
-		t.Errorf("got %d Start calls with 2 warmers blocked, want 2", starts)
+	if n := starts(f); n != 2 {
+		t.Errorf("got %d Start calls with 2 warmers blocked, want 2", n)
 	}
 	if got := p.Stats().Warming; got != 2 {
 		t.Errorf("got %d warming, want 2", got)
 	}
-	close(f.gate)
+	close(f.Gate)
 	waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 6 })
-	if _, _, _, maxActive := f.snapshot(); maxActive != 2 {
-		t.Errorf("got %d Start calls at once, want at most and at least 2", maxActive)
+	if n := f.Counts().MaxStarting; n != 2 {
+		t.Errorf("got %d Start calls at once, want at most and at least 2", n)
 	}
 }
 
 // TestWaitersWarmPastSize checks that checkouts waiting beyond the pool's size get
 // warm-ups of their own.
 func TestWaitersWarmPastSize(t *testing.T) {
-	f := &fakeFactory{}
+	f := &sandboxtest.Fake{}
 	cfg := testConfig(1)
 	cfg.Warmers = 4
 	p := newTestPool(t, cfg, f, nil)
-	var held []*fakeSandbox
+	var held []*sandboxtest.Sandbox
 	for range 4 {
 		held = append(held, checkout(t, p))
 	}
@@ -386,15 +387,15 @@ func TestWaitersWarmPastSize(t *testing.T) {
 	checkRemovedSoon(t, held)
 }
 
-func checkRemovedSoon(t *testing.T, sbs []*fakeSandbox) {
+func checkRemovedSoon(t *testing.T, sbs []*sandboxtest.Sandbox) {
 	t.Helper()
 	for _, sb := range sbs {
-		waitFor(t, sb.id+" removed", func() bool { return sb.removes.Load() == 1 })
+		waitFor(t, sb.ID()+" removed", func() bool { return sb.Removals() == 1 })
 	}
 }
 
 func TestRemoveFailureCountsLeaked(t *testing.T) {
-	f := &fakeFactory{removeErr: errors.New("daemon gone")}
+	f := &sandboxtest.Fake{RemoveErr: errors.New("daemon gone")}
 	obs := &fakeObserver{}
 	p := newTestPool(t, testConfig(1), f, obs)
 	sb := checkout(t, p)
@@ -408,14 +409,14 @@ func TestRemoveFailureCountsLeaked(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	t.Run("fails waiters, cancels warm-ups, idempotent", func(t *testing.T) {
-		f := &fakeFactory{gate: make(chan struct{}, 2)}
-		f.gate <- struct{}{}
-		f.gate <- struct{}{}
+		f := &sandboxtest.Fake{Gate: make(chan struct{}, 2)}
+		f.Gate <- struct{}{}
+		f.Gate <- struct{}{}
 		cfg := testConfig(2)
 		cfg.QueueTimeout = 10 * time.Second
-		p := New[*fakeSandbox](cfg, f, discard(), nil)
+		p := New(cfg, f, discard(), nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
-		held := []*fakeSandbox{checkout(t, p), checkout(t, p)}
+		held := []*sandboxtest.Sandbox{checkout(t, p), checkout(t, p)}
 		// The replacement warm-ups hang on the gate; this checkout waits for them.
 		waiter := goCheckout(t, p, context.Background())
 
@@ -431,10 +432,10 @@ func TestClose(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("Close took %v with a hanging warm-up, want it cancelled", d)
 		}
-		made, _, _, _ := f.snapshot()
+		made := f.Sandboxes()
 		for _, sb := range made {
-			if n := sb.removes.Load(); n != 0 {
-				t.Errorf("%s: got %d removals of a checked-out sandbox after Close, want 0", sb.id, n)
+			if n := sb.Removals(); n != 0 {
+				t.Errorf("%s: got %d removals of a checked-out sandbox after Close, want 0", sb.ID(), n)
 			}
 		}
 		if err := p.Close(ctx); err != nil {
@@ -455,8 +456,8 @@ func TestClose(t *testing.T) {
 		checkRemovedOnce(t, f)
 	})
 	t.Run("waits for removals", func(t *testing.T) {
-		f := &fakeFactory{removeFor: 50 * time.Millisecond}
-		p := New[*fakeSandbox](testConfig(2), f, discard(), nil)
+		f := &sandboxtest.Fake{RemoveDelay: 50 * time.Millisecond}
+		p := New(testConfig(2), f, discard(), nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatalf("Close: got %v, want nil", err)
@@ -467,8 +468,8 @@ func TestClose(t *testing.T) {
 		}
 	})
 	t.Run("waits for a release during Close", func(t *testing.T) {
-		f := &fakeFactory{removeFor: 100 * time.Millisecond}
-		p := New[*fakeSandbox](testConfig(2), f, discard(), nil)
+		f := &sandboxtest.Fake{RemoveDelay: 100 * time.Millisecond}
+		p := New(testConfig(2), f, discard(), nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
 		held := checkout(t, p)
 		closed := make(chan error, 1)
@@ -478,14 +479,14 @@ func TestClose(t *testing.T) {
 		if err := <-closed; err != nil {
 			t.Fatalf("Close: got %v, want nil", err)
 		}
-		if n := held.removes.Load(); n != 1 {
+		if n := held.Removals(); n != 1 {
 			t.Errorf("got %d removals of the sandbox released during Close when it returned, want 1", n)
 		}
 		checkRemovedOnce(t, f)
 	})
 	t.Run("gives up at its context", func(t *testing.T) {
-		f := &fakeFactory{removeFor: 500 * time.Millisecond}
-		p := New[*fakeSandbox](testConfig(1), f, discard(), nil)
+		f := &sandboxtest.Fake{RemoveDelay: 500 * time.Millisecond}
+		p := New(testConfig(1), f, discard(), nil)
 		waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 1 })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		defer cancel()
@@ -502,27 +503,27 @@ func TestClose(t *testing.T) {
 // TestHolds checks that the pool claims exactly the sandboxes that are ready or
 // checked out: a released one, or one that died in the pool, is no longer its own.
 func TestHolds(t *testing.T) {
-	f := &fakeFactory{}
+	f := &sandboxtest.Fake{}
 	p := newTestPool(t, testConfig(2), f, nil)
 	waitFor(t, "the pool to warm", func() bool { return p.Stats().Ready == 2 })
 	out := checkout(t, p)
-	if !p.Holds(out.id) {
+	if !p.Holds(out.ID()) {
 		t.Errorf("a checked-out sandbox is not held")
 	}
 	waitFor(t, "the pool to refill", func() bool { return p.Stats().Ready == 2 })
-	made, _, _, _ := f.snapshot()
+	made := f.Sandboxes()
 	for _, sb := range made {
-		if sb != out && !p.Holds(sb.id) {
-			t.Errorf("ready sandbox %s is not held", sb.id)
+		if sb != out && !p.Holds(sb.ID()) {
+			t.Errorf("ready sandbox %s is not held", sb.ID())
 		}
 	}
 	p.Release(out)
-	if p.Holds(out.id) {
+	if p.Holds(out.ID()) {
 		t.Errorf("a released sandbox is still held")
 	}
 	dying := made[len(made)-1]
-	dying.die()
-	waitFor(t, "the dead sandbox to be dropped", func() bool { return !p.Holds(dying.id) })
+	dying.Kill()
+	waitFor(t, "the dead sandbox to be dropped", func() bool { return !p.Holds(dying.ID()) })
 	if p.Holds("no-such-sandbox") {
 		t.Errorf("an unknown id is held")
 	}
@@ -532,13 +533,9 @@ func TestHolds(t *testing.T) {
 // while its run is young, at once when the run releases it, when the delay runs out
 // for a run that is still going, and at once whenever a checkout waits.
 func TestRefillDelay(t *testing.T) {
-	starts := func(f *fakeFactory) int {
-		_, n, _, _ := f.snapshot()
-		return n
-	}
 	// warmPool is a full pool of size whose replacements are held back for delay.
-	warmPool := func(t *testing.T, size int, delay time.Duration) (*fakeFactory, *Pool[*fakeSandbox]) {
-		f := &fakeFactory{}
+	warmPool := func(t *testing.T, size int, delay time.Duration) (*sandboxtest.Fake, *Pool) {
+		f := &sandboxtest.Fake{}
 		cfg := testConfig(size)
 		cfg.RefillDelay = delay
 		p := newTestPool(t, cfg, f, nil)
@@ -582,7 +579,8 @@ func TestRefillDelay(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			sb, err := p.Checkout(context.Background())
-			done <- result{sb, err}
+			fake, _ := sb.(*sandboxtest.Sandbox)
+			done <- result{fake, err}
 		}()
 		r := receive(t, done)
 		if r.err != nil {
@@ -597,21 +595,21 @@ func TestRefillDelay(t *testing.T) {
 // sweep removes it) but not counted in use, removed once at Release, and at Close when
 // still kept.
 func TestKeep(t *testing.T) {
-	f := &fakeFactory{}
-	p := New[*fakeSandbox](testConfig(1), f, discard(), nil)
+	f := &sandboxtest.Fake{}
+	p := New(testConfig(1), f, discard(), nil)
 	kept := checkout(t, p)
 	p.Keep(kept)
 	waitFor(t, "the replacement", func() bool { return p.Stats().Ready == 1 })
-	if st := p.Stats(); st.InUse != 0 || st.Kept != 1 || !p.Holds(kept.id) {
-		t.Errorf("got in use %d, kept %d, holds %v; want 0, 1, true", st.InUse, st.Kept, p.Holds(kept.id))
+	if st := p.Stats(); st.InUse != 0 || st.Kept != 1 || !p.Holds(kept.ID()) {
+		t.Errorf("got in use %d, kept %d, holds %v; want 0, 1, true", st.InUse, st.Kept, p.Holds(kept.ID()))
 	}
-	if n := kept.removes.Load(); n != 0 {
+	if n := kept.Removals(); n != 0 {
 		t.Errorf("got %d removals of the kept sandbox, want 0", n)
 	}
 	p.Release(kept)
-	waitFor(t, "the kept sandbox's removal", func() bool { return kept.removes.Load() == 1 })
-	if st := p.Stats(); st.Kept != 0 || p.Holds(kept.id) {
-		t.Errorf("after Release: got kept %d, holds %v; want 0, false", st.Kept, p.Holds(kept.id))
+	waitFor(t, "the kept sandbox's removal", func() bool { return kept.Removals() == 1 })
+	if st := p.Stats(); st.Kept != 0 || p.Holds(kept.ID()) {
+		t.Errorf("after Release: got kept %d, holds %v; want 0, false", st.Kept, p.Holds(kept.ID()))
 	}
 
 	second := checkout(t, p)
@@ -621,11 +619,11 @@ func TestKeep(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if n := second.removes.Load(); n != 1 {
+	if n := second.Removals(); n != 1 {
 		t.Errorf("a sandbox still kept at Close: got %d removals, want 1", n)
 	}
-	late := newFakeSandbox("late")
+	late := startOne(t, "late-")
 	p.Keep(late) // a checkout that ends after Close: nothing is left behind
-	waitFor(t, "the late sandbox's removal", func() bool { return late.removes.Load() == 1 })
+	waitFor(t, "the late sandbox's removal", func() bool { return late.Removals() == 1 })
 	checkRemovedOnce(t, f)
 }

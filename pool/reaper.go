@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // reapEvery is how often kiln looks for its own sandboxes that nobody will remove.
@@ -14,17 +16,10 @@ const reapEvery = 15 * time.Second
 // just before a warm-up gave up may land a little later.
 const reapSlack = 10 * time.Second
 
-// Found is a sandbox of this instance as its runtime lists it.
-type Found struct {
-	ID      string // as the sandbox's ID gives it
-	State   string // the runtime's word for it, for the log
-	Created time.Time
-}
-
 // Runtime is what the reaper needs of a sandbox runtime: this instance's sandboxes, of
 // every state, and their removal by id.
 type Runtime interface {
-	List(ctx context.Context) ([]Found, error)
+	List(ctx context.Context) ([]sandbox.Found, error)
 	Remove(ctx context.Context, id string) error
 }
 

@@ -10,7 +10,7 @@ const sweepEvery = time.Second
 
 // refillLoop keeps ready+warming at the target size, starting at most Warmers
 // warm-ups at once and pausing after failures.
-func (p *Pool[S]) refillLoop() {
+func (p *Pool) refillLoop() {
 	defer p.wg.Done()
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
@@ -39,7 +39,7 @@ func (p *Pool[S]) refillLoop() {
 
 // sleep waits for a poke, a tick or the end of pause (when positive); false means the
 // pool is closing.
-func (p *Pool[S]) sleep(pause time.Duration, tick <-chan time.Time) bool {
+func (p *Pool) sleep(pause time.Duration, tick <-chan time.Time) bool {
 	var retry <-chan time.Time
 	if pause > 0 {
 		t := time.NewTimer(pause)
@@ -59,7 +59,7 @@ func (p *Pool[S]) sleep(pause time.Duration, tick <-chan time.Time) bool {
 // heldLocked counts the checked-out sandboxes whose replacement is still held back
 // (Config.RefillDelay), and returns how long until the first hold ends. Nothing is
 // held while a checkout waits.
-func (p *Pool[S]) heldLocked() (held int, next time.Duration) {
+func (p *Pool) heldLocked() (held int, next time.Duration) {
 	if len(p.waiters) > 0 {
 		return 0, 0
 	}
@@ -76,12 +76,12 @@ func (p *Pool[S]) heldLocked() (held int, next time.Duration) {
 }
 
 // sweepDeadLocked drops ready sandboxes whose process has died.
-func (p *Pool[S]) sweepDeadLocked() {
+func (p *Pool) sweepDeadLocked() {
 	live := p.ready[:0]
 	for _, e := range p.ready {
 		if isDone(e.sb) {
 			p.counts.Died++
-			p.log.Warn("sandbox died in the pool", "container", e.sb.ID())
+			p.log.Warn("sandbox died in the pool", "sandbox", e.sb.ID())
 			p.removeLocked(e.sb)
 			continue
 		}
@@ -91,11 +91,11 @@ func (p *Pool[S]) sweepDeadLocked() {
 	p.ready = live
 }
 
-func (p *Pool[S]) warmOne() {
+func (p *Pool) warmOne() {
 	defer p.wg.Done()
 	start := p.now()
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.WarmupTimeout)
-	sb, err := p.factory.Start(ctx)
+	sb, err := p.starter.Start(ctx, p.cfg.Spec)
 	cancel()
 	took := p.now().Sub(start)
 
@@ -121,6 +121,7 @@ func (p *Pool[S]) warmOne() {
 	p.retryAt = time.Time{}
 	p.lastErr = ""
 	p.counts.Created++
+	p.learnLocked(sb)
 	if p.closed {
 		p.removeLocked(sb)
 		p.mu.Unlock()
@@ -129,18 +130,18 @@ func (p *Pool[S]) warmOne() {
 	if len(p.waiters) > 0 {
 		p.handOverLocked(sb)
 	} else {
-		p.ready = append(p.ready, entry[S]{sb: sb, since: p.now()})
+		p.ready = append(p.ready, entry{sb: sb, since: p.now()})
 	}
 	p.mu.Unlock()
 	p.obs.Warmed(took)
-	p.log.Debug("sandbox ready", "container", sb.ID(), "warmup_ms", took.Milliseconds())
+	p.log.Debug("sandbox ready", "sandbox", sb.ID(), "warmup_ms", took.Milliseconds())
 	p.poke()
 }
 
 // Close stops warming, fails waiting checkouts, removes every ready and kept sandbox and
 // waits for all removals, including those of sandboxes released before ctx ends.
 // Sandboxes still checked out are removed when they are released. Close is idempotent.
-func (p *Pool[S]) Close(ctx context.Context) error {
+func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true

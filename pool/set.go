@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // Member is one pool of a Set, by name (POOLS=python:4,polyglot:1 names two).
-type Member[S Sandbox] struct {
+type Member struct {
 	Name string
-	Pool *Pool[S]
+	Pool *Pool
 }
 
 // MemberStats is one pool of a Set as /health/detailed, the dashboard and the metrics
@@ -27,54 +28,33 @@ type MemberStats struct {
 }
 
 // Set lends sandboxes from several pools, one per image, by language. A pool serves
-// the languages its sandboxes say they run in their ready frames: the Set learns them
-// from the first sandbox of each pool that becomes ready (the pools' factories call
-// Learn), and knows no language itself. A request goes to the first pool, in the
-// order of the members, that serves its language.
-type Set[S Sandbox] struct {
-	members []Member[S]
+// the languages its sandboxes say they run in their handshakes: each pool learns them
+// from its first sandbox that becomes ready, and the Set knows no language itself. A
+// request goes to the first pool, in the order of the members, that serves its language.
+type Set struct {
+	members []Member
 	wait    time.Duration // longest a checkout waits for pools to learn their languages
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	langs   map[string][]string // pool name -> languages, once learned
-	all     []string            // every pool's languages, sorted: computed when one is learned
-	learned chan struct{}       // closed once every pool has learned
-	out     map[string]int      // checked-out sandbox id -> member index
+	mu    sync.Mutex
+	known int            // pools whose languages all was made from
+	all   []string       // every known pool's languages, sorted
+	out   map[string]int // checked-out sandbox id -> member index
 }
 
 // NewSet returns a Set of the members. A checkout for a language no pool is known to
 // serve waits at most wait for the pools that have not said yet.
-func NewSet[S Sandbox](members []Member[S], wait time.Duration, log *slog.Logger) *Set[S] {
-	return &Set[S]{members: members, wait: wait, log: log,
-		langs: map[string][]string{}, learned: make(chan struct{}), out: map[string]int{}}
+func NewSet(members []Member, wait time.Duration, log *slog.Logger) *Set {
+	return &Set{members: members, wait: wait, log: log, out: map[string]int{}}
 }
 
 // Members returns the members, in order.
-func (s *Set[S]) Members() []Member[S] { return s.members }
-
-// Learn records the languages a sandbox of pool name said it runs. The first word of
-// each pool counts: the sandboxes of one pool share their image.
-func (s *Set[S]) Learn(name string, languages []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, known := s.langs[name]; known {
-		return
-	}
-	s.langs[name] = slices.Clone(languages)
-	all := slices.Concat(s.all, languages)
-	slices.Sort(all)
-	s.all = slices.Compact(all)
-	s.log.Info("pool languages", "pool", name, "languages", languages)
-	if len(s.langs) == len(s.members) {
-		close(s.learned)
-	}
-}
+func (s *Set) Members() []Member { return s.members }
 
 // Probe learns the languages of the pools that keep no sandbox warm, by checking out
 // one sandbox of each (which starts it) and giving it back. Run it once, in the
 // background; it returns when done or when ctx ends.
-func (s *Set[S]) Probe(ctx context.Context) {
+func (s *Set) Probe(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, m := range s.members {
 		if m.Pool.cfg.Size > 0 {
@@ -84,10 +64,7 @@ func (s *Set[S]) Probe(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				s.mu.Lock()
-				_, known := s.langs[m.Name]
-				s.mu.Unlock()
-				if known {
+				if _, known := m.Pool.Languages(); known {
 					return
 				}
 				sb, err := m.Pool.Checkout(ctx)
@@ -108,41 +85,70 @@ func (s *Set[S]) Probe(ctx context.Context) {
 
 // Languages returns every language some pool serves, sorted (the caller must not
 // change the slice), and whether every pool has said what it serves. Every execution
-// asks, so the list is made once per pool that learns, not per call.
-func (s *Set[S]) Languages() ([]string, bool) {
+// asks, so the list is made again only when another pool has learned, not per call.
+func (s *Set) Languages() ([]string, bool) {
+	var all []string
+	known := 0
+	for _, m := range s.members {
+		if langs, ok := m.Pool.Languages(); ok {
+			known++
+			all = append(all, langs...)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.all, len(s.langs) == len(s.members)
+	if known != s.known {
+		slices.Sort(all)
+		s.all, s.known = slices.Compact(all), known
+	}
+	return s.all, known == len(s.members)
 }
 
 // member returns the index of the first pool that serves lang, or -1, and whether
 // every pool has learned its languages.
-func (s *Set[S]) member(lang string) (int, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Set) member(lang string) (int, bool) {
+	complete := true
 	for i, m := range s.members {
-		if slices.Contains(s.langs[m.Name], lang) {
+		langs, ok := m.Pool.Languages()
+		if slices.Contains(langs, lang) {
 			return i, true
 		}
+		complete = complete && ok
 	}
-	return -1, len(s.langs) == len(s.members)
+	return -1, complete
+}
+
+// learned is closed once every pool has learned its languages, or when ctx ends.
+func (s *Set) learned(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, m := range s.members {
+			select {
+			case <-m.Pool.Learned():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // Checkout hands out a ready sandbox of the first pool that serves lang, as
 // Pool.Checkout does. kiln.ErrUnsupportedLanguage when every pool has said what it serves
 // and none serves lang.
-func (s *Set[S]) Checkout(ctx context.Context, lang string) (S, error) {
-	var zero S
+func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error) {
+	var zero sandbox.Sandbox
 	i, complete := s.member(lang)
 	if i < 0 && !complete {
-		t := time.NewTimer(s.wait)
-		defer t.Stop()
-		select {
-		case <-s.learned:
-		case <-t.C:
-			return zero, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
-		case <-ctx.Done():
+		wctx, cancel := context.WithTimeout(ctx, s.wait)
+		defer cancel()
+		<-s.learned(wctx)
+		switch {
+		case ctx.Err() != nil:
 			return zero, ctx.Err()
+		case wctx.Err() != nil:
+			return zero, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
 		}
 		i, _ = s.member(lang)
 	}
@@ -160,13 +166,13 @@ func (s *Set[S]) Checkout(ctx context.Context, lang string) (S, error) {
 }
 
 // Release gives a sandbox back to the pool it came from.
-func (s *Set[S]) Release(sb S) {
+func (s *Set) Release(sb sandbox.Sandbox) {
 	s.mu.Lock()
 	i, ok := s.out[sb.ID()]
 	delete(s.out, sb.ID())
 	s.mu.Unlock()
 	if !ok {
-		s.log.Error("release of a sandbox no pool lent", "container", sb.ID())
+		s.log.Error("release of a sandbox no pool lent", "sandbox", sb.ID())
 		return
 	}
 	s.members[i].Pool.Release(sb)
@@ -174,19 +180,19 @@ func (s *Set[S]) Release(sb S) {
 
 // Keep ends the checkout of sb without removing it, as Pool.Keep does; Release gives it
 // back.
-func (s *Set[S]) Keep(sb S) {
+func (s *Set) Keep(sb sandbox.Sandbox) {
 	s.mu.Lock()
 	i, ok := s.out[sb.ID()]
 	s.mu.Unlock()
 	if !ok {
-		s.log.Error("keep of a sandbox no pool lent", "container", sb.ID())
+		s.log.Error("keep of a sandbox no pool lent", "sandbox", sb.ID())
 		return
 	}
 	s.members[i].Pool.Keep(sb)
 }
 
 // Holds reports whether some pool holds the sandbox with that id.
-func (s *Set[S]) Holds(id string) bool {
+func (s *Set) Holds(id string) bool {
 	for _, m := range s.members {
 		if m.Pool.Holds(id) {
 			return true
@@ -196,7 +202,7 @@ func (s *Set[S]) Holds(id string) bool {
 }
 
 // CanServe reports whether every pool that keeps sandboxes warm could serve soon.
-func (s *Set[S]) CanServe() bool {
+func (s *Set) CanServe() bool {
 	for _, m := range s.members {
 		if m.Pool.cfg.Size > 0 && !m.Pool.CanServe() {
 			return false
@@ -206,7 +212,7 @@ func (s *Set[S]) CanServe() bool {
 }
 
 // Stats returns the pools' numbers added up; LastError is the first pool's that has one.
-func (s *Set[S]) Stats() Stats {
+func (s *Set) Stats() Stats {
 	var sum Stats
 	for _, m := range s.members {
 		st := m.Pool.Stats()
@@ -230,19 +236,17 @@ func (s *Set[S]) Stats() Stats {
 }
 
 // PoolStats returns each pool's own numbers and languages, in order.
-func (s *Set[S]) PoolStats() []MemberStats {
+func (s *Set) PoolStats() []MemberStats {
 	out := make([]MemberStats, 0, len(s.members))
 	for _, m := range s.members {
-		s.mu.Lock()
-		langs := s.langs[m.Name]
-		s.mu.Unlock()
+		langs, _ := m.Pool.Languages()
 		out = append(out, MemberStats{Name: m.Name, Languages: langs, Stats: m.Pool.Stats()})
 	}
 	return out
 }
 
 // Close closes every pool.
-func (s *Set[S]) Close(ctx context.Context) error {
+func (s *Set) Close(ctx context.Context) error {
 	var errs []error
 	for _, m := range s.members {
 		if err := m.Pool.Close(ctx); err != nil {

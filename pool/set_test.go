@@ -3,45 +3,28 @@ package pool
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
-// langFactory makes a pool's sandboxes, with ids of its own, and says their languages
-// on every start, as kiln's Docker factory does with each ready frame.
-type langFactory struct {
-	f      *fakeFactory
-	prefix string
-	learn  func()
-}
-
-func (l langFactory) Start(ctx context.Context) (*fakeSandbox, error) {
-	sb, err := l.f.Start(ctx)
-	if err == nil {
-		sb.id = l.prefix + sb.id
-		l.learn()
-	}
-	return sb, err
-}
-
-// newTestSet makes a Set of a python pool of size 1 and a polyglot pool of size 0.
-func newTestSet(t *testing.T, wait time.Duration, polyGate chan struct{}) *Set[*fakeSandbox] {
+// newTestSet makes a Set of a python pool of size 1 and a polyglot pool of size 0, on
+// runtimes whose REPLs say, in their ready frames, what each image runs; the polyglot
+// runtime's starts wait at polyGate, when it is set.
+func newTestSet(t *testing.T, wait time.Duration, polyGate chan struct{}) *Set {
 	t.Helper()
-	var set *Set[*fakeSandbox]
-	made := make(chan struct{})
-	learn := func(name string, langs ...string) func() {
-		return func() { <-made; set.Learn(name, langs) }
-	}
-	log := slog.New(slog.DiscardHandler)
-	py := New(testConfig(1), langFactory{&fakeFactory{}, "py-", learn("python", "python", "bash")}, log, nil)
-	poly := New(testConfig(0), langFactory{&fakeFactory{gate: polyGate}, "poly-", learn("polyglot", "bash", "js", "r")}, log, nil)
-	set = NewSet([]Member[*fakeSandbox]{{"python", py}, {"polyglot", poly}}, wait, log)
-	close(made)
+	pyRT := &sandboxtest.Fake{Prefix: "py-", Languages: []string{"python", "bash"}}
+	polyRT := &sandboxtest.Fake{Prefix: "poly-", Languages: []string{"bash", "js", "r"}, Gate: polyGate}
+	sweep(t, pyRT)
+	sweep(t, polyRT)
+	log := discard()
+	py := New(testConfig(1), pyRT, log, nil)
+	poly := New(testConfig(0), polyRT, log, nil)
+	set := NewSet([]Member{{"python", py}, {"polyglot", poly}}, wait, log)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -25,7 +25,7 @@ type SandboxInfo struct {
 }
 
 // Stats returns a snapshot of the pool's state.
-func (p *Pool[S]) Stats() Stats {
+func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -52,7 +52,7 @@ func (p *Pool[S]) Stats() Stats {
 // CanServe reports whether a checkout could be served soon: a sandbox is ready, or
 // warm-ups are going (or held back for a while), one has succeeded before and the last
 // one did not fail.
-func (p *Pool[S]) CanServe() bool {
+func (p *Pool) CanServe() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -23,9 +23,9 @@ const (
 var errTurnTimeout = errors.New("the session's turn did not come")
 
 // Live is the registry of live sessions' sandboxes.
-type Live = live.Registry[executor.Sandbox]
+type Live = live.Registry
 
-type binding = live.Binding[executor.Sandbox]
+type binding = live.Binding
 
 // liveRun is what a call does with live sandboxes: whether it may keep its sandbox for
 // the session (live), the session's sandbox it was lent (bound), and how it ran.

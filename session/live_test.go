@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -14,26 +13,17 @@ import (
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
-// stubSandbox is a sandbox only by name: the runner below never talks to it.
-type stubSandbox struct {
-	id   string
-	done chan struct{}
-}
-
-func (s *stubSandbox) ID() string                                      { return s.id }
-func (s *stubSandbox) Ready() protocol.Ready                           { return protocol.Ready{} }
-func (s *stubSandbox) Send(context.Context, net.Buffers) error         { return nil }
-func (s *stubSandbox) Receive(context.Context) (protocol.Frame, error) { return protocol.Frame{}, nil }
-func (s *stubSandbox) Exit(context.Context) (int, bool, error)         { return 0, false, nil }
-func (s *stubSandbox) Done() <-chan struct{}                           { return s.done }
-
 // liveEnv is a Service with live sessions over a runner that stands for the executor:
-// each run checked out gets a new stub sandbox, which Keep hands over.
+// each run checked out gets a new sandbox of a Fake (its REPL never asked anything: the
+// runner answers for it), which Keep hands over.
 type liveEnv struct {
 	*testEnv
 	reg      *Live
+	rt       *sandboxtest.Fake
 	mu       sync.Mutex
 	sandbox  int
 	released []string
@@ -43,11 +33,15 @@ type liveEnv struct {
 
 func newLiveEnv(t *testing.T) *liveEnv {
 	t.Helper()
-	e := &liveEnv{testEnv: newEnv(t, testLimits)}
-	e.reg = live.New[executor.Sandbox](live.Config{Max: 8}, func(sb executor.Sandbox) {
+	e := &liveEnv{testEnv: newEnv(t, testLimits), rt: &sandboxtest.Fake{Prefix: "sandbox-"}}
+	t.Cleanup(func() { _, _ = e.rt.RemoveOrphans(context.Background()) })
+	e.reg = live.New(live.Config{Max: 8}, func(sb sandbox.Sandbox) {
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		e.released = append(e.released, sb.ID())
+		e.mu.Unlock()
+		if err := sb.Remove(context.Background()); err != nil { // as the pool does
+			t.Errorf("removing %s: %v", sb.ID(), err)
+		}
 	}, slog.New(slog.DiscardHandler))
 	e.svc.live, e.svc.turnWait = e.reg, time.Second
 	e.svc.run = RunnerFunc(func(ctx context.Context, req executor.Request) (*executor.Result, error) {
@@ -59,11 +53,16 @@ func newLiveEnv(t *testing.T) *liveEnv {
 		e.mu.Lock()
 		e.sandbox++
 		res.StateToken = fmt.Sprintf("token-%d", e.sandbox)
-		n := e.sandbox
 		e.mu.Unlock()
 		if req.Sandbox == nil {
-			sb := &stubSandbox{id: fmt.Sprintf("sandbox-%d", n), done: make(chan struct{})}
-			res.SetKeep(func() executor.Sandbox { return sb })
+			sb, err := e.rt.Start(ctx, sandbox.Spec{Image: "kiln-fake"})
+			if err != nil {
+				return nil, err
+			}
+			// As the executor's: a run whose sandbox is not kept gives it back to the
+			// pool, which removes it.
+			res.SetRelease(func() { _ = sb.Remove(context.Background()) })
+			res.SetKeep(func() sandbox.Sandbox { return sb })
 		}
 		if e.edit != nil {
 			e.edit(req, res)

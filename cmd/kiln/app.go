@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/api"
-	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/health"
 	"github.com/kilnsh/kiln/live"
@@ -23,18 +22,19 @@ import (
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
 )
 
-// Main is a running kiln: it owns the Docker client, the pool and the HTTP server, and
+// Main is a running kiln: it owns the sandbox runtime, the pools and the HTTP server, and
 // wires them together. Run starts it; Close drains and removes everything it owns.
 type Main struct {
 	cfg Config
 	log *slog.Logger
 
-	runtime sandboxRuntime
-	pools   *pool.Set[sandbox]
+	runtime sandbox.Runtime
+	pools   *pool.Set
 	live    *session.Live // nil when LIVE_SESSIONS is off
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
@@ -69,16 +69,13 @@ func (m *Main) Run(ctx context.Context) error {
 	limits := m.limits()
 	pctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	rt, err := m.newRuntime(pctx, limits)
+	rt, err := m.newRuntime(pctx, frameLimits(limits, cfg.SandboxDataMB<<20))
 	if err != nil {
 		return err
 	}
 	m.runtime = rt
 	if err := rt.Ping(pctx); err != nil {
-		if rt.Name() == RuntimeDocker {
-			return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
-		}
-		return fmt.Errorf("cannot reach the Kubernetes API server (KUBECONFIG, or the Pod's service account): %w", err)
+		return err
 	}
 	specs, err := cfg.PoolSpecs()
 	if err != nil {
@@ -87,15 +84,6 @@ func (m *Main) Run(ctx context.Context) error {
 	for _, ps := range specs {
 		if _, err := rt.ImageID(pctx, ps.Image); err != nil {
 			return fmt.Errorf("sandbox image %s of pool %s: %w", ps.Image, ps.Name, err)
-		}
-	}
-	if k, ok := rt.(*kubeRuntime); ok {
-		created, err := k.ensurePolicy(pctx)
-		if err != nil {
-			return err
-		}
-		if created {
-			m.log.Info("created the NetworkPolicy that closes the sandboxes' network", "name", cfg.KubeNetworkPolicy, "namespace", k.c.Namespace())
 		}
 	}
 	if n, err := rt.RemoveOrphans(pctx); err != nil {
@@ -113,18 +101,18 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.background(pool.NewReaper(rt, m.pools.Holds, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log).Run)
-	m.exec = executor.New(poolAdapter{m.pools}, limits, m.log)
+	m.exec = executor.New(m.pools, limits, m.log)
 	var liveHealth health.Live // nil when off, not a nil *session.Live, which would not compare nil
 	if cfg.LiveSessions && !cfg.ReplEnabled {
 		// Each execution starts its own interpreter: there is none to keep between calls.
 		m.log.Info("live sessions are off: REPL_ENABLED=false starts an interpreter per execution")
 	}
 	if cfg.LiveSessions && cfg.ReplEnabled {
-		m.live = live.New[executor.Sandbox](live.Config{
+		m.live = live.New(live.Config{
 			Max:      cfg.LiveSessionsMax,
 			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
 			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
-		}, poolAdapter{m.pools}.Release, m.log)
+		}, m.pools.Release, m.log)
 		m.liveRef.Store(m.live)
 		m.background(m.live.Run)
 		met.WatchLive(m.live)
@@ -392,23 +380,14 @@ func (m *Main) storeKind() string {
 	return "disk"
 }
 
-// replCommand is how the sandbox image starts its REPL for one request in exec mode
-// (REPL_ENABLED=false): a fresh interpreter, no pre-imports, one request, then exit.
-var replCommand = []string{"python3", "/opt/kiln/repl_server.py", "--once", "--no-preload"}
-
-// newPools starts a pool per spec, each with its image, in one Set that learns their
-// languages from their sandboxes' ready frames.
-func (m *Main) newPools(rt sandboxRuntime, specs []PoolSpec, met *metrics.Metrics) *pool.Set[sandbox] {
+// newPools starts a pool per spec, each with its image, in one Set that lends by the
+// languages their sandboxes say they run.
+func (m *Main) newPools(rt sandbox.Runtime, specs []PoolSpec, met *metrics.Metrics) *pool.Set {
 	cfg := m.cfg
-	var set *pool.Set[sandbox]
-	made := make(chan struct{}) // closed once set exists
-	members := make([]pool.Member[sandbox], 0, len(specs))
+	members := make([]pool.Member, 0, len(specs))
 	for _, ps := range specs {
-		f := factory{rt: rt, image: ps.Image, learn: func(langs []string) {
-			<-made
-			set.Learn(ps.Name, langs)
-		}}
 		p := pool.New(pool.Config{
+			Spec:          m.spec(ps.Image),
 			Size:          ps.Size,
 			Warmers:       cfg.PoolWarmers,
 			RefillDelay:   time.Duration(cfg.RefillDelayMS) * time.Millisecond,
@@ -417,13 +396,10 @@ func (m *Main) newPools(rt sandboxRuntime, specs []PoolSpec, met *metrics.Metric
 			WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
 			BackoffMin:    500 * time.Millisecond,
 			BackoffMax:    5 * time.Second,
-		}, f, m.log.With("pool", ps.Name), met.Pool(ps.Name))
-		members = append(members, pool.Member[sandbox]{Name: ps.Name, Pool: p})
+		}, rt, m.log.With("pool", ps.Name), met.Pool(ps.Name))
+		members = append(members, pool.Member{Name: ps.Name, Pool: p})
 	}
-	// The factories' first warm-ups may finish before NewSet returns: they wait for it.
-	set = pool.NewSet(members, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log)
-	close(made)
-	return set
+	return pool.NewSet(members, time.Duration(cfg.WarmupTimeoutSecs)*time.Second, m.log)
 }
 
 func poolImages(specs []PoolSpec) map[string]string {
@@ -432,33 +408,6 @@ func poolImages(specs []PoolSpec) map[string]string {
 		out[ps.Name] = ps.Image
 	}
 	return out
-}
-
-func (m *Main) spec() docker.Spec {
-	c := m.cfg
-	// The warm heap is the REPL's, on top of the code's memory; a REPL started per
-	// execution would touch it on the request's own time, so it gets none.
-	warmHeap := c.SandboxWarmHeapMB
-	if !c.ReplEnabled {
-		warmHeap = 0
-	}
-	spec := docker.Spec{
-		Image:     c.SandboxImage,
-		Runtime:   c.SandboxRuntime,
-		Instance:  c.InstanceID,
-		MemoryMB:  c.SandboxMemoryMB + warmHeap,
-		NanoCPUs:  int64(c.SandboxCPUs * 1e9),
-		PidsLimit: c.SandboxPidsLimit,
-		TmpMB:     c.SandboxTmpMB,
-		DataMB:    c.SandboxDataMB,
-		NoFile:    1024,
-		Env:       sandboxEnv(c.PreloadModules, warmHeap),
-	}
-	if !c.ReplEnabled {
-		spec.Entrypoint = []string{"sleep", "infinity"}
-		spec.Exec = replCommand
-	}
-	return spec
 }
 
 func (m *Main) limits() executor.Limits {
@@ -491,9 +440,9 @@ func (m *Main) limits() executor.Limits {
 // result, each at most 6 times its cap once JSON-escaped (\u0000 for one byte), and the
 // files' paths; its payloads are the state and the files, raw. The files come out of
 // /mnt/data, so they are never more than it holds (dataBytes).
-func frameLimits(l executor.Limits, dataBytes int64) docker.FrameLimits {
+func frameLimits(l executor.Limits, dataBytes int64) sandbox.FrameLimits {
 	const perPath = 32 << 10 // a path of 4096 bytes, JSON-escaped, and its size
-	return docker.FrameLimits{
+	return sandbox.FrameLimits{
 		Header: int(3*6*l.MaxOutputBytes + int64(l.MaxFiles)*perPath + 1<<20),
 		Binary: l.MaxStateBytes + min(int64(l.MaxFiles)*l.MaxFileBytes, dataBytes),
 	}
@@ -518,38 +467,6 @@ func runtimeName(c Config) string {
 	}
 	return c.SandboxRuntime
 }
-
-// factory makes sandboxes of one image for a pool, and tells what they said they run.
-type factory struct {
-	rt    sandboxRuntime
-	image string
-	learn func(langs []string)
-}
-
-func (f factory) Start(ctx context.Context) (sandbox, error) {
-	sb, err := f.rt.Start(ctx, f.image)
-	if err == nil {
-		f.learn(sb.Ready().Capabilities.Languages)
-	}
-	return sb, err
-}
-
-// poolAdapter lends the pools' sandboxes to the executor.
-type poolAdapter struct{ s *pool.Set[sandbox] }
-
-func (a poolAdapter) Checkout(ctx context.Context, lang string) (executor.Sandbox, error) {
-	sb, err := a.s.Checkout(ctx, lang)
-	if err != nil {
-		return nil, err
-	}
-	return sb, nil
-}
-
-func (a poolAdapter) Release(sb executor.Sandbox) { a.s.Release(sb.(sandbox)) }
-
-func (a poolAdapter) Keep(sb executor.Sandbox) { a.s.Keep(sb.(sandbox)) }
-
-func (a poolAdapter) Languages() ([]string, bool) { return a.s.Languages() }
 
 // spoolDir is where uploads wait for the store: on the data volume (a container's /tmp
 // is memory), or the system's temporary directory without one.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kilnsh/kiln/docker"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // preloadGroups are the pre-import groups the sandbox image's REPL knows, named after
@@ -46,13 +46,10 @@ func parsePreload(v string) (string, error) {
 func sandboxEnv(preload string, warmHeapMB int64) []string {
 	var env []string
 	if p, err := parsePreload(preload); err == nil && p != "" {
-		env = append(env, docker.PreloadVar+"="+p)
+		env = append(env, sandbox.PreloadVar+"="+p)
 	}
 	if warmHeapMB > 0 {
-		env = append(env, docker.WarmHeapVar+"="+strconv.FormatInt(warmHeapMB, 10))
+		env = append(env, sandbox.WarmHeapVar+"="+strconv.FormatInt(warmHeapMB, 10))
 	}
-	if env == nil {
-		return nil
-	}
-	return append(slices.Clone(docker.DefaultEnv), env...)
+	return sandbox.WithEnv(env...)
 }

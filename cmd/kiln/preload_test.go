@@ -59,7 +59,10 @@ func TestSandboxEnvCarriesPreloadAndWarmHeap(t *testing.T) {
 func TestSpecWarmHeapOnlyForPooledREPLs(t *testing.T) {
 	for _, repl := range []bool{true, false} {
 		m := &Main{cfg: Config{SandboxImage: "img", SandboxMemoryMB: 512, SandboxWarmHeapMB: 32, ReplEnabled: repl}}
-		spec := m.spec()
+		spec := m.spec("img")
+		if spec.PerCall == repl {
+			t.Errorf("REPL_ENABLED=%v: got PerCall %v, want %v", repl, spec.PerCall, !repl)
+		}
 		has := slices.Contains(spec.Env, "KILN_WARM_HEAP_MB=32")
 		if has != repl {
 			t.Errorf("REPL_ENABLED=%v: got KILN_WARM_HEAP_MB in the sandbox environment %v, want %v", repl, has, repl)

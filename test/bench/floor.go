@@ -8,13 +8,14 @@ import (
 	"log"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/test/kilntest"
 )
 
 // Floor is what the machine costs without kiln, measured in the same run as kiln's
@@ -57,11 +58,15 @@ var kilnLimits = protocol.Limits{MaxOutputBytes: 1 << 20, MaxFileBytes: 25 << 20
 	MaxStateRawBytes: 64 << 20}
 
 // bareSpec is the sandbox kiln's pool starts under its default configuration
-// (cmd/kiln/app.go, (*Main).spec), owned by the benchmark's own instance label.
-func bareSpec(image string) docker.Spec {
-	return docker.Spec{Image: image, Instance: floorInstance, MemoryMB: 512 + 32, NanoCPUs: 1e9,
-		PidsLimit: 128, TmpMB: 64, DataMB: 128, NoFile: 1024,
-		Env: append(slices.Clone(docker.DefaultEnv), docker.WarmHeapVar+"=32")}
+// (cmd/kiln/runtime.go, (*Main).spec); the runtime opened by openDocker labels it with
+// the floor instance.
+func bareSpec(image string) sandbox.Spec { return kilntest.DefaultSpec(image) }
+
+// openDocker connects to the Docker daemon as kiln does, for the floor's sandboxes,
+// labelled with the floor's instance.
+func openDocker(ctx context.Context, frames sandbox.FrameLimits) (*docker.Runtime, error) {
+	return docker.Open(ctx, sandbox.Options{Instance: floorInstance, Frames: frames,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, docker.Config{})
 }
 
 // bareAttach starts execs+pings fresh sandboxes as kiln's pool does (two at a time),
@@ -69,12 +74,12 @@ func bareSpec(image string) docker.Spec {
 // print(1) to the first execs, ping to the others. Nothing of kiln's HTTP, session or
 // store is in between. Every sandbox is removed, whatever happens.
 func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, pingRow Summary, err error) {
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 1 << 20})
+	dc, err := openDocker(ctx, sandbox.FrameLimits{Header: 8 << 20, Binary: 1 << 20})
 	if err != nil {
 		return execRow, pingRow, err
 	}
 	defer dc.Close()
-	if _, err := dc.RemoveOrphans(ctx, floorInstance); err != nil {
+	if _, err := dc.RemoveOrphans(ctx); err != nil {
 		log.Printf("bare attach: removing leftovers: %v", err)
 	}
 	boxes, startErr := startSandboxes(ctx, dc, bareSpec(image), execs+pings, 2)
@@ -98,7 +103,7 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 		}
 		took[k] = append(took[k], d)
 	}
-	note := "fresh warm sandbox (docker.Client.Start, kiln's spec), first request over Send and Receive"
+	note := "fresh warm sandbox (docker.Runtime.Start, kiln's spec), first request over Send and Receive"
 	execRow = summarize("floor: bare attach, first print(1)", took[0], fails[0], note)
 	pingRow = summarize("floor: bare attach, first ping", took[1], fails[1], note)
 	return execRow, pingRow, nil
@@ -134,8 +139,8 @@ func removeAll[S removable](boxes []S) error {
 
 // startSandboxes starts n sandboxes of spec, `parallel` at a time. It returns those that
 // started, with nils for the rest, and the first error.
-func startSandboxes(ctx context.Context, dc *docker.Client, spec docker.Spec, n, parallel int) ([]*docker.Sandbox, error) {
-	return startAll(ctx, n, parallel, func(ctx context.Context) (*docker.Sandbox, error) { return dc.Start(ctx, spec) })
+func startSandboxes(ctx context.Context, dc *docker.Runtime, spec sandbox.Spec, n, parallel int) ([]*docker.Sandbox, error) {
+	return startAll(ctx, n, parallel, func(ctx context.Context) (*docker.Sandbox, error) { return dc.StartContainer(ctx, spec) })
 }
 
 // startAll calls start n times, `parallel` at a time, each bounded to two minutes, as
@@ -251,7 +256,7 @@ func bareRuns(ctx context.Context, image string, n int, note string,
 	if n == 0 {
 		return rows, nil
 	}
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
+	dc, err := openDocker(ctx, sandbox.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
 	if err != nil {
 		return rows, err
 	}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
-	"log/slog"
 	"time"
 
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
 )
 
 // The floor rows of the live rows (live.go).
@@ -46,7 +45,7 @@ func plainRequest(code string) *protocol.Request {
 // live print(1) (those of runs whose state is measured live), and the small calls. A
 // part that fails is noted and the rest goes on.
 func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, error) {
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
+	dc, err := openDocker(ctx, sandbox.FrameLimits{Header: 8 << 20, Binary: 64 << 20})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func madeThenRestored(mk string) setupCalls {
 }
 
 // bareLive starts one sandbox and measures livePrints on it.
-func bareLive(ctx context.Context, dc *docker.Client, image, name string, n int, note string, setup setupCalls) (row Summary, err error) {
+func bareLive(ctx context.Context, dc *docker.Runtime, image, name string, n int, note string, setup setupCalls) (row Summary, err error) {
 	row.Name = name
 	s, err := startOne(ctx, dc, image)
 	if err != nil {
@@ -169,7 +168,7 @@ func livePrints(ctx context.Context, s repl, name string, n int, note string, se
 // after the same first call, cellsCalls small calls one after another, their wall
 // time; on one with no state captured (one interpreter on its own: rows[0]), on the
 // other in the requests kiln sends for a live session's calls (rows[1]).
-func bareCells(ctx context.Context, dc *docker.Client, image string, rounds int) (rows [2]Summary, errs [2]error) {
+func bareCells(ctx context.Context, dc *docker.Runtime, image string, rounds int) (rows [2]Summary, errs [2]error) {
 	var walls [2][]time.Duration
 	var fails [2]int
 	for range rounds {
@@ -191,7 +190,7 @@ func bareCells(ctx context.Context, dc *docker.Client, image string, rounds int)
 
 // bareCellsRound runs the small calls on a sandbox of its own: plain requests, or
 // kiln's live ones (shaped), each based on the last answer's state token.
-func bareCellsRound(ctx context.Context, dc *docker.Client, image string, shaped bool) (wall time.Duration, err error) {
+func bareCellsRound(ctx context.Context, dc *docker.Runtime, image string, shaped bool) (wall time.Duration, err error) {
 	s, err := startOne(ctx, dc, image)
 	if err != nil {
 		return 0, err
@@ -227,7 +226,7 @@ func bareCellsRound(ctx context.Context, dc *docker.Client, image string, shaped
 
 // startOne starts one sandbox as kiln's pool does and lets its warm-up's garbage
 // settle, as bareAttach does.
-func startOne(ctx context.Context, dc *docker.Client, image string) (*docker.Sandbox, error) {
+func startOne(ctx context.Context, dc *docker.Runtime, image string) (*docker.Sandbox, error) {
 	boxes, err := startSandboxes(ctx, dc, bareSpec(image), 1, 1)
 	if err != nil {
 		return nil, errors.Join(err, removeAll(boxes))

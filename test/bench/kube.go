@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/kube"
+	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
@@ -27,7 +28,7 @@ type Kube struct {
 	Config string    `json:"config,omitempty"`
 	Floor  []Summary `json:"floor,omitempty"`
 	// Starts are sandbox starts of the same image on each runtime, one at a time, the
-	// runtimes taking turns: kube.Client.Start and docker.Client.Start.
+	// runtimes taking turns: kube.Runtime.Start and docker.Runtime.Start.
 	Starts []Summary `json:"starts,omitempty"`
 	// CPUPerRequestMS is the kiln process's CPU, as Resources.CPUPerRequestMS counts it.
 	CPUPerRequestMS map[string]float64 `json:"kiln_cpu_ms_per_request,omitempty"`
@@ -43,8 +44,8 @@ const (
 	kubeFloorPrint   = "floor: kubernetes, bare Pod, first print(1)"
 	kubeFloorState   = "floor: kubernetes, bare Pod, first print(1), 10 MB state"
 	kubeFloorLive    = "floor: kubernetes, bare Pod, live print(1), 10 MB state held"
-	kubeStartRow     = "cold start: kube.Client.Start, Pod to REPL ready"
-	dockerStartRow   = "cold start: docker.Client.Start, container to REPL ready"
+	kubeStartRow     = "cold start: kube.Runtime.Start, Pod to REPL ready"
+	dockerStartRow   = "cold start: docker.Runtime.Start, container to REPL ready"
 )
 
 var (
@@ -96,15 +97,16 @@ func kubeKilns() (restore func()) {
 // kubeConnect connects to the cluster of $KUBECONFIG as kiln does, for the floor's Pods
 // in kilntest's namespace, labelled with the floor's instance. Without a cluster it
 // returns why the phase cannot run.
-func kubeConnect(ctx context.Context) (kc *kube.Client, skipped string) {
+func kubeConnect(ctx context.Context) (kc *kube.Runtime, skipped string) {
 	if os.Getenv("KUBECONFIG") == "" {
 		return nil, "KUBECONFIG is not set, so there is no cluster to run on (make bench runs this phase on the test cluster " +
 			"through deploy/k8s/test.sh; by hand: eval \"$(deploy/k8s/cluster.sh env)\" first)"
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	kc, err := kube.New(cctx, kube.Config{Namespace: kilntest.KubeNamespace, Instance: floorInstance,
-		Frames: kube.FrameLimits{Header: 8 << 20, Binary: 64 << 20}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	kc, err := kube.Open(cctx, sandbox.Options{Instance: floorInstance, Frames: sandbox.FrameLimits{Header: 8 << 20, Binary: 64 << 20},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		kube.Config{Namespace: kilntest.KubeNamespace, PullPolicy: "Never", MilliCPURequest: 20, EphemeralMB: 64})
 	if err == nil {
 		if err = kc.Ping(cctx); err != nil {
 			kc.Close()
@@ -165,7 +167,7 @@ func (b *bench) kubePhase(ctx context.Context, res *Results, required bool) erro
 // kubeKiln runs kiln on the cluster and measures its rows: warm stateless print(1), a
 // session with 10 MB of state resumed and live, and the refill under overload against
 // back-to-back Pod starts. It returns the session's state blob, for the floor.
-func (b *bench) kubeKiln(ctx context.Context, kc *kube.Client, res *Results, kp *Kube) ([]byte, error) {
+func (b *bench) kubeKiln(ctx context.Context, kc *kube.Runtime, res *Results, kp *Kube) ([]byte, error) {
 	log.Printf("kubernetes: kiln with RUNTIME=kubernetes, POOL_SIZE=%d %s", kubePool, strings.Join(kubeEnv, " "))
 	restore := kubeKilns()
 	defer restore()
@@ -202,7 +204,7 @@ func (b *bench) kubeKiln(ctx context.Context, kc *kube.Client, res *Results, kp 
 		return blob, fmt.Errorf("refill: %w", err)
 	}
 	run.kiln.Name, run.other.Name = kubeRefillRate, kubeStartsRate
-	run.other.Note = fmt.Sprintf("%d sequential loops (= POOL_WARMERS) of kube.Client.Start with kiln's Pod, its first print(1), its removal; %d windows of %s",
+	run.other.Note = fmt.Sprintf("%d sequential loops (= POOL_WARMERS) of kube.Runtime.Start with kiln's Pod, its first print(1), its removal; %d windows of %s",
 		kubeLoops, refillRounds, run.window)
 	if run.otherErr != nil {
 		run.other.Note += "; error: " + run.otherErr.Error()

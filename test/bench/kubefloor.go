@@ -4,35 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
-	"log/slog"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln/docker"
 	"github.com/kilnsh/kiln/kube"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/sandbox"
+	"github.com/kilnsh/kiln/test/kilntest"
 )
 
 // kubeBareSpec is the sandbox Pod kiln's pool makes on the test cluster under its default
-// configuration (cmd/kiln/runtime.go, kubeSpec, with kilntest's KUBE_* settings), owned by
-// the benchmark's floor instance: bareSpec's sizes, the limits Kubernetes has no field for
-// set by the REPL on itself.
-func kubeBareSpec(image string) kube.Spec {
-	return kube.Spec{Image: image, PullPolicy: "Never", Instance: floorInstance, MemoryMB: 512 + 32,
-		MilliCPU: 1000, MilliCPURequest: 20, TmpMB: 64, DataMB: 128, EphemeralMB: 64,
-		Env: append(slices.Clone(docker.DefaultEnv), docker.WarmHeapVar+"=32",
-			"KILN_RLIMITS=nofile=1024,fsize="+strconv.Itoa(128<<20)+",core=0")}
-}
+// configuration: the same runtime-neutral spec as a container's (cmd/kiln/runtime.go,
+// (*Main).spec), with the Pod's own settings (kilntest's KUBE_*) given to kube.Open by
+// kubeConnect.
+func kubeBareSpec(image string) sandbox.Spec { return kilntest.DefaultSpec(image) }
 
 // kubeFloor measures the floor of kiln's rows on the cluster, with no kiln running:
 // the first print(1) to fresh bare Pods, the first print(1) carrying the 10 MB state
 // blob kiln's session held, and live print(1) on one bare Pod holding that state (the
 // last two only when kiln's session was made).
-func (b *bench) kubeFloor(ctx context.Context, kc *kube.Client, blob []byte, kp *Kube) error {
+func (b *bench) kubeFloor(ctx context.Context, kc *kube.Runtime, blob []byte, kp *Kube) error {
 	spec := kubeBareSpec(b.image)
 	var errs []error
 	add := func(s Summary, err error) {
@@ -46,7 +39,7 @@ func (b *bench) kubeFloor(ctx context.Context, kc *kube.Client, blob []byte, kp 
 	}
 	log.Printf("kubernetes floor: first print(1) to fresh bare Pods")
 	add(firstOnPods(ctx, kc, spec, b.counts.floorExecs, kubeFloorPrint,
-		"fresh warm Pod (kube.Client.Start, kiln's spec), first request over Send and Receive (the API server's exec)",
+		"fresh warm Pod (kube.Runtime.Start, kiln's spec), first request over Send and Receive (the API server's exec)",
 		func(ctx context.Context, s repl) (time.Duration, error) { return firstRequest(ctx, s, protocol.OpExec) }))
 	if blob == nil {
 		return errors.Join(append(errs, errors.New("no state blob from kiln's session: no state floor"))...)
@@ -71,13 +64,13 @@ func (b *bench) kubeFloor(ctx context.Context, kc *kube.Client, blob []byte, kp 
 
 // startPods starts n Pods of spec, two at a time, as kiln's warmers do; nils for those
 // that did not start.
-func startPods(ctx context.Context, kc *kube.Client, spec kube.Spec, n, parallel int) ([]*kube.Sandbox, error) {
-	return startAll(ctx, n, parallel, func(ctx context.Context) (*kube.Sandbox, error) { return kc.Start(ctx, spec) })
+func startPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n, parallel int) ([]*kube.Sandbox, error) {
+	return startAll(ctx, n, parallel, func(ctx context.Context) (*kube.Sandbox, error) { return kc.StartPod(ctx, spec) })
 }
 
 // firstOnPods starts n fresh Pods of spec as kiln's pool does, lets them idle, then times
 // one request to each with do. Every Pod is removed, whatever happens.
-func firstOnPods(ctx context.Context, kc *kube.Client, spec kube.Spec, n int, name, note string,
+func firstOnPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int, name, note string,
 	do func(context.Context, repl) (time.Duration, error)) (row Summary, err error) {
 	row.Name = name
 	if n == 0 {
@@ -105,7 +98,7 @@ func firstOnPods(ctx context.Context, kc *kube.Client, spec kube.Spec, n int, na
 }
 
 // kubeLive is bareLive on one Pod.
-func kubeLive(ctx context.Context, kc *kube.Client, spec kube.Spec, n int, setup setupCalls, note string) (row Summary, err error) {
+func kubeLive(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int, setup setupCalls, note string) (row Summary, err error) {
 	row.Name = kubeFloorLive
 	boxes, err := startPods(ctx, kc, spec, 1, 1)
 	defer func() { err = errors.Join(err, removeAll(boxes)) }()
@@ -118,9 +111,9 @@ func kubeLive(ctx context.Context, kc *kube.Client, spec kube.Spec, n int, setup
 
 // backToBackPods makes sandboxes as kiln's refill does, with no kiln, in `loops`
 // sequential loops until d has passed (each loop finishes the sandbox it is on): a Pod
-// of kiln's (kube.Client.Start), its first print(1), its removal. It returns how many
+// of kiln's (kube.Runtime.Start), its first print(1), its removal. It returns how many
 // completed and how long it took.
-func backToBackPods(ctx context.Context, kc *kube.Client, spec kube.Spec, loops int, d time.Duration) (n int, elapsed time.Duration, err error) {
+func backToBackPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, loops int, d time.Duration) (n int, elapsed time.Duration, err error) {
 	start := time.Now()
 	end := start.Add(d)
 	var mu sync.Mutex
@@ -147,10 +140,10 @@ func backToBackPods(ctx context.Context, kc *kube.Client, spec kube.Spec, loops 
 }
 
 // podOnce makes one sandbox Pod, sends it kiln's first print(1), and removes it.
-func podOnce(ctx context.Context, kc *kube.Client, spec kube.Spec) (err error) {
+func podOnce(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec) (err error) {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	s, err := kc.Start(sctx, spec)
+	s, err := kc.StartPod(sctx, spec)
 	if err != nil {
 		return err
 	}
@@ -164,16 +157,16 @@ func podOnce(ctx context.Context, kc *kube.Client, spec kube.Spec) (err error) {
 const startGap = 2 * time.Second
 
 // startTimes times n sandbox starts on each runtime with the same image, one at a time,
-// the runtimes taking turns (which goes first alternates): kube.Client.Start with kiln's
-// Pod, docker.Client.Start with kiln's container; each from the call to the REPL's ready
+// the runtimes taking turns (which goes first alternates): kube.Runtime.Start with kiln's
+// Pod, docker.Runtime.Start with kiln's container; each from the call to the REPL's ready
 // frame. Each sandbox is removed after its start, untimed.
-func startTimes(ctx context.Context, kc *kube.Client, image string, n int) ([]Summary, error) {
-	dc, err := docker.New(slog.New(slog.NewTextHandler(io.Discard, nil)), docker.FrameLimits{Header: 8 << 20, Binary: 1 << 20})
+func startTimes(ctx context.Context, kc *kube.Runtime, image string, n int) ([]Summary, error) {
+	dc, err := openDocker(ctx, sandbox.FrameLimits{Header: 8 << 20, Binary: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
 	defer dc.Close()
-	if _, err := dc.RemoveOrphans(ctx, floorInstance); err != nil {
+	if _, err := dc.RemoveOrphans(ctx); err != nil {
 		log.Printf("starts: removing leftovers: %v", err)
 	}
 	kspec, dspec := kubeBareSpec(image), bareSpec(image)
@@ -182,10 +175,10 @@ func startTimes(ctx context.Context, kc *kube.Client, image string, n int) ([]Su
 		start      func(context.Context) (time.Duration, error)
 	}{
 		{kubeStartRow, "kiln's Pod: create, Running seen through the watch, exec through the API server, hello, ready", func(ctx context.Context) (time.Duration, error) {
-			return timedStart(ctx, func(ctx context.Context) (*kube.Sandbox, error) { return kc.Start(ctx, kspec) })
+			return timedStart(ctx, func(ctx context.Context) (*kube.Sandbox, error) { return kc.StartPod(ctx, kspec) })
 		}},
 		{dockerStartRow, "kiln's container: create, attach, start, hello, ready", func(ctx context.Context) (time.Duration, error) {
-			return timedStart(ctx, func(ctx context.Context) (*docker.Sandbox, error) { return dc.Start(ctx, dspec) })
+			return timedStart(ctx, func(ctx context.Context) (*docker.Sandbox, error) { return dc.StartContainer(ctx, dspec) })
 		}},
 	}
 	var took [2][]time.Duration

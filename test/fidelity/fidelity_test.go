@@ -80,7 +80,7 @@ func startLive(t *testing.T) *live {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sb, err := kilntest.StartSandbox(ctx, kilntest.DefaultSpec(image, ""))
+	sb, err := kilntest.StartSandbox(ctx, kilntest.DefaultSpec(image), "")
 	if err != nil {
 		t.Fatalf("starting the live interpreter: %v", err)
 	}

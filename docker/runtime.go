@@ -1,0 +1,202 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/sandbox"
+)
+
+// Name is the runtime's name (RUNTIME=docker).
+const Name = "docker"
+
+// removeTimeout bounds one container removal.
+const removeTimeout = 30 * time.Second
+
+// Config is what the Docker runtime needs beyond sandbox.Options.
+type Config struct {
+	// OCIRuntime is the daemon's runtime for sandboxes: "" for its default (runc), "runsc"
+	// for gVisor.
+	OCIRuntime string
+}
+
+// Runtime makes sandboxes as containers of the local Docker daemon.
+type Runtime struct {
+	api      *client.Client
+	log      *slog.Logger
+	frames   sandbox.FrameLimits
+	instance string
+	oci      string
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// Open connects to the daemon named by the environment (DOCKER_HOST, or the local
+// socket), negotiating the API version down to what the daemon speaks (1.41 for Debian's
+// docker.io). It does not wait for the daemon to answer: Ping does.
+func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
+	api, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime}, nil
+}
+
+// Name returns "docker".
+func (r *Runtime) Name() string { return Name }
+
+// Close releases the client's connections.
+func (r *Runtime) Close() error { return r.api.Close() }
+
+// Ping checks that the daemon answers.
+func (r *Runtime) Ping(ctx context.Context) error {
+	if _, err := r.api.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("cannot reach the Docker daemon (is it running, and is DOCKER_HOST right?): %w", err)
+	}
+	return nil
+}
+
+// ErrImageMissing means the sandbox image is not present on the daemon.
+var ErrImageMissing = errors.New("sandbox image not found")
+
+// ImageID returns the id of the named local image, or an error wrapping ErrImageMissing
+// when the daemon does not have it.
+func (r *Runtime) ImageID(ctx context.Context, image string) (string, error) {
+	res, err := r.api.ImageInspect(ctx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("%w: %s: build it with 'make image'", ErrImageMissing, image)
+		}
+		return "", fmt.Errorf("image inspect: %w", err)
+	}
+	return res.ID, nil
+}
+
+// Start creates a sandbox from spec and returns it once its REPL has answered the
+// handshake. The order matters: create, attach (before start, so no output is missed),
+// wait (so the exit code is known), start. ctx bounds the whole warm-up; on any failure
+// the container is removed with a context of its own.
+func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := r.start(ctx, spec)
+	if err != nil {
+		return nil, err // not a nil *Sandbox in an interface
+	}
+	return sb, nil
+}
+
+// StartContainer is Start with the container's own type, for tests and benchmarks that
+// measure a sandbox without kiln.
+func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
+	return r.start(ctx, spec)
+}
+
+func (r *Runtime) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
+	cfg, host := r.configs(spec, time.Now())
+	// The create is not cut short by ctx: a create the daemon carries out after its caller
+	// gave up would leave a container no one knows of. It is quick; ctx is checked after.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	created, err := r.api.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrRuntime, err)
+	}
+	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1}
+	fail := func(err error) (*Sandbox, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		return nil, errors.Join(err, s.Remove(rctx))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", kiln.ErrWarmupTimeout, err))
+	}
+
+	att, err := r.api.ContainerAttach(ctx, s.id, client.ContainerAttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("%w: container attach: %w", kiln.ErrRuntime, err))
+	}
+	s.Conn = sandbox.Open(attached(att.HijackedResponse), r.frames, r.log, s.ID())
+
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	s.stopWait = stopWait
+	s.waitResult = r.api.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+
+	if _, err := r.api.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return fail(fmt.Errorf("%w: container start: %w", kiln.ErrRuntime, err))
+	}
+	if s.perCall {
+		err = s.probeExec(ctx)
+	} else {
+		s.ready, err = s.Handshake(ctx)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Remove force-removes the container with id; one that is already gone is not an
+// error. Sandboxes remove themselves: this is for containers no sandbox owns any more.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	_, err := r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		if strings.Contains(err.Error(), "is already in progress") {
+			return nil
+		}
+		return fmt.Errorf("container remove %s: %w", ShortID(id), err)
+	}
+	return nil
+}
+
+// List returns this instance's sandbox containers, of every state.
+func (r *Runtime) List(ctx context.Context) ([]sandbox.Found, error) {
+	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=true").Add("label", sandbox.LabelInstance+"="+r.instance)
+	res, err := r.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("container list: %w", err)
+	}
+	out := make([]sandbox.Found, 0, len(res.Items))
+	for _, it := range res.Items {
+		out = append(out, sandbox.Found{ID: ShortID(it.ID), State: string(it.State), Created: time.Unix(it.Created, 0)})
+	}
+	return out, nil
+}
+
+// RemoveOrphans removes every sandbox container of this instance: at start-up these can
+// only be leftovers of an earlier process of the same instance that died without
+// cleaning up. It returns how many it removed.
+func (r *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
+	list, err := r.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	n := 0
+	for _, ct := range list {
+		if err := r.Remove(ctx, ct.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// ShortID returns the first 12 characters of a container id, as Docker shows them and
+// accepts them.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
