@@ -28,7 +28,7 @@ import (
 // the replicas' shared secret. An owner that is gone owns nothing: the request is served
 // where it landed (a session resumes from its stored state). Clients never route.
 
-// Peers is the directory of replicas (store.Directory).
+// Peers is the directory of replicas (replica.Directory).
 type Peers interface {
 	// Claim makes this replica the owner of key for ttl, unless another replica that is
 	// up owns it: then it returns that replica's URL.

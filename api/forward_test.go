@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// directory is an in-memory replica directory with store.Directory's rules, shared by
+// directory is an in-memory replica directory with replica.Directory's rules, shared by
 // the replicas of a test; each replica sees it through as(instance).
 type directory struct {
 	mu    sync.Mutex

@@ -23,6 +23,7 @@ import (
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
 )
@@ -40,7 +41,7 @@ type Main struct {
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
 	// directory is where replicas find each other; nil for a lone kiln.
-	directory *store.Directory
+	directory *replica.Directory
 	bg        sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx     context.Context    // governs them
 	stopBg    context.CancelFunc // stops them
@@ -339,7 +340,8 @@ func (m *Main) replicas() api.Replicas {
 	if cfg.AdvertiseURL == "" || !ok {
 		return api.Replicas{}
 	}
-	m.directory = rs.Directory(cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
+	client, prefix := rs.Client()
+	m.directory = replica.NewDirectory(client, prefix, cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
 	announce := func(ctx context.Context) {
 		if err := m.directory.Announce(ctx, announceTTL); err != nil {
 			m.log.Warn("announcing this replica failed", "err", err)
