@@ -12,6 +12,7 @@ import (
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 )
 
@@ -264,7 +265,7 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	s.ptc.add(run)
 	s.ptc.name(run, r.Header.Get(requestIDHeader))
 	// Its continuations name this replica in their tokens; its cancels find it here.
-	s.own(r.Context(), runKey(run.id), s.replicas.RunTTL)
+	s.own(r.Context(), replica.Run, run.id)
 	s.ownRequest(r)
 	c := caller(r, req.UserID)
 	// The run outlives this request: a client that goes away cancels it (awaitStep).
@@ -286,7 +287,7 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "continuation_token is malformed"))
 		return
 	}
-	if instance != s.instance && s.replicas.Peers != nil {
+	if instance != s.instance && s.replicas.Enabled() {
 		// Not forwarded: the replica the token names is gone, and its run with it.
 		writeError(w, r, kiln.Errorf(kiln.CodeNotFound,
 			"this continuation belongs to a run on kiln replica %q, which is gone: the run ended with it; start the program again", instance))
@@ -315,7 +316,7 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 // its cancel reaches this replica.
 func (s *Server) ownRequest(r *http.Request) {
 	if id := r.Header.Get(requestIDHeader); id != "" && requestIDPattern.MatchString(id) {
-		s.own(r.Context(), requestKey(id), s.replicas.RunTTL)
+		s.own(r.Context(), replica.Request, id)
 	}
 }
 

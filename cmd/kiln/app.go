@@ -334,11 +334,11 @@ const (
 
 // replicas sets up forwarding between replicas when ADVERTISE_URL is set: this replica
 // announces itself in the shared Redis until Close withdraws it.
-func (m *Main) replicas() api.Replicas {
+func (m *Main) replicas() replica.Config {
 	cfg := m.cfg
 	rs, ok := m.store.(*store.Redis)
 	if cfg.AdvertiseURL == "" || !ok {
-		return api.Replicas{}
+		return replica.Config{}
 	}
 	client, prefix := rs.Client()
 	m.directory = replica.NewDirectory(client, prefix, cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
@@ -362,7 +362,7 @@ func (m *Main) replicas() api.Replicas {
 	})
 	m.log.Info("replica announced", "advertise_url", cfg.AdvertiseURL, "instance", cfg.InstanceID)
 	runTTL := time.Duration(cfg.MaxTimeoutMS)*time.Millisecond + time.Duration(cfg.MaxToolRounds*cfg.ToolResultTimeoutSecs)*time.Second
-	return api.Replicas{
+	return replica.Config{
 		Peers:      m.directory,
 		Secret:     []byte(cfg.PeerSecret),
 		SessionTTL: time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
