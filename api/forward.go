@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/replica"
 )
 
@@ -181,7 +182,7 @@ func (s *Server) byRequestID(r *http.Request, body []byte) replica.Owned {
 	if b.RequestID == "" {
 		b.RequestID = r.Header.Get(requestIDHeader)
 	}
-	if !requestIDPattern.MatchString(b.RequestID) {
+	if !programmatic.ValidRequestID(b.RequestID) {
 		return replica.Owned{}
 	}
 	return replica.Of(replica.Request, b.RequestID)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 )
@@ -94,7 +95,7 @@ type Server struct {
 	keepAlive time.Duration // between comments on a quiet event stream
 	instance  string
 	profiles  []string
-	ptc       ptcRuns // programmatic runs under way
+	ptc       programmatic.Runs // programmatic runs under way
 	replicas  *replica.Forwarder
 }
 
