@@ -40,6 +40,7 @@ var TestLimits = executor.Limits{
 	DefaultTimeout: 30 * time.Second,
 	MinTimeout:     100 * time.Millisecond,
 	MaxTimeout:     time.Minute,
+	MaxTools:       4,
 }
 
 // FakeHealth is ready unless Err is set.
