@@ -1,6 +1,6 @@
 // Package kiln holds the domain shared by kiln's packages: the application error with
-// its machine codes, the reasons a sandbox could not serve, and the identifiers the
-// API hands out.
+// its machine codes, the reasons a sandbox could not serve, the identifiers the API
+// hands out and the format of its timestamps.
 package kiln
 
 import (

@@ -1,10 +1,12 @@
 package kiln
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewID(t *testing.T) {
@@ -114,5 +116,27 @@ func TestErrorCode(t *testing.T) {
 	}
 	if got := Errorf(CodeInvalid, "bad %s", "id").Error(); got != "invalid_request: bad id" {
 		t.Errorf("got %q, want %q", got, "invalid_request: bad id")
+	}
+}
+
+func TestTimestamp(t *testing.T) {
+	tests := []struct {
+		in   time.Time
+		want string
+	}{
+		{time.Date(2026, 11, 22, 2, 44, 6, 817_400_000, time.UTC), `"2026-11-22T02:44:06.817Z"`},
+		{time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)), `"2026-01-02T02:04:05.000Z"`},
+		{time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, time.UTC), `"2026-01-02T03:04:05.999Z"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			got, err := json.Marshal(Timestamp(tt.in))
+			if err != nil || string(got) != tt.want {
+				t.Errorf("got %s, %v, want %s", got, err, tt.want)
+			}
+			if s := Timestamp(tt.in).String(); `"`+s+`"` != tt.want {
+				t.Errorf("String() = %s, want %s unquoted", s, tt.want)
+			}
+		})
 	}
 }

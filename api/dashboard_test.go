@@ -1,13 +1,11 @@
 package api
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
 type fakeStats struct{}
@@ -90,23 +88,5 @@ func TestStatsWithoutSource(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stats", nil))
 	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != "{}" {
 		t.Errorf("got %d %q, want 200 {}", rec.Code, rec.Body)
-	}
-}
-
-func TestTimestamp(t *testing.T) {
-	tests := []struct {
-		in   time.Time
-		want string
-	}{
-		{time.Date(2026, 11, 22, 2, 44, 6, 817_400_000, time.UTC), `"2026-11-22T02:44:06.817Z"`},
-		{time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)), `"2026-01-02T02:04:05.000Z"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			got, err := json.Marshal(Timestamp(tt.in))
-			if err != nil || string(got) != tt.want {
-				t.Errorf("got %s, %v, want %s", got, err, tt.want)
-			}
-		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 )
 
@@ -132,7 +133,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	if wantsStream(r) {
 		// A streamed run can be cancelled by its id while it runs, through any replica.
-		s.own(r.Context(), runKey(sreq.ExecutionID), s.replicas.RunTTL)
+		s.own(r.Context(), replica.Run, sreq.ExecutionID)
 		s.execStream(w, r, sreq, caller(r, req.UserID), answer)
 		return
 	}
@@ -158,7 +159,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 // now holds it, so that its next calls come here through any replica.
 func (s *Server) ownSession(r *http.Request, res *session.ExecResult) {
 	if res != nil && res.Session != nil && res.Session.ID != "" {
-		s.own(r.Context(), sessionKey(res.Session.ID), s.replicas.SessionTTL)
+		s.own(r.Context(), replica.Session, res.Session.ID)
 	}
 }
 

@@ -61,20 +61,8 @@ func fileIDs(r *http.Request) (sid, fid string, err error) {
 	return sid, fid, err
 }
 
-// timeFormat is how every timestamp in the API is written: RFC 3339, UTC, with
-// milliseconds and a Z suffix.
-const timeFormat = "2006-01-02T15:04:05.000Z"
-
-func timestamp(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-// Timestamp is a time that encodes to JSON in the API's format, for the bodies other
-// packages build (the dashboard's /stats).
-type Timestamp time.Time
-
-// MarshalJSON implements json.Marshaler.
-func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + timestamp(time.Time(t)) + `"`), nil
-}
+// timestamp writes t as every timestamp in the API is written (kiln.TimeFormat).
+func timestamp(t time.Time) string { return kiln.Timestamp(t).String() }
 
 type uploadedFile struct {
 	FileID   string `json:"fileId"`

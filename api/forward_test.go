@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -10,91 +9,37 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kilnsh/kiln/replica"
+	"github.com/kilnsh/kiln/replica/replicatest"
 )
-
-// directory is an in-memory replica directory with store.Directory's rules, shared by
-// the replicas of a test; each replica sees it through as(instance).
-type directory struct {
-	mu    sync.Mutex
-	peers map[string]string // instance → URL
-	own   map[string]string // key → instance
-	obs   map[string]*ObserverLog
-}
-
-func newDirectory() *directory {
-	return &directory{peers: map[string]string{}, own: map[string]string{}, obs: map[string]*ObserverLog{}}
-}
-
-type dirView struct {
-	d        *directory
-	instance string
-}
-
-func (d *directory) as(instance string) dirView { return dirView{d, instance} }
-
-func (v dirView) Claim(_ context.Context, key string, _ time.Duration) (string, string, error) {
-	v.d.mu.Lock()
-	defer v.d.mu.Unlock()
-	if cur, ok := v.d.own[key]; ok && cur != v.instance {
-		if url := v.d.peers[cur]; url != "" {
-			return url, cur, nil
-		}
-	}
-	v.d.own[key] = v.instance
-	return "", v.instance, nil
-}
-
-func (v dirView) Owner(_ context.Context, key string) (string, string, error) {
-	v.d.mu.Lock()
-	defer v.d.mu.Unlock()
-	cur := v.d.own[key]
-	if cur == "" || cur == v.instance || v.d.peers[cur] == "" {
-		return "", "", nil
-	}
-	return v.d.peers[cur], cur, nil
-}
-
-func (v dirView) Peer(_ context.Context, instance string) (string, error) {
-	v.d.mu.Lock()
-	defer v.d.mu.Unlock()
-	return v.d.peers[instance], nil
-}
-
-func (v dirView) TakeOver(_ context.Context, key, gone string, _ time.Duration) (bool, error) {
-	v.d.mu.Lock()
-	defer v.d.mu.Unlock()
-	if v.d.own[key] != gone {
-		return false, nil
-	}
-	v.d.own[key] = v.instance
-	return true, nil
-}
-
-func (v dirView) Release(_ context.Context, key string) error {
-	v.d.mu.Lock()
-	defer v.d.mu.Unlock()
-	if v.d.own[key] == v.instance {
-		delete(v.d.own, key)
-	}
-	return nil
-}
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
-// replica is a harness that is one of several replicas sharing dir.
-func replica(t *testing.T, dir *directory, instance string) (*Harness, *httptest.Server) {
+// replicas are the replicas of a test, sharing one in-memory directory, each with the
+// observer that hears of its requests.
+type replicas struct {
+	dir *replicatest.Directory
+	obs map[string]*ObserverLog
+}
+
+func newReplicas() *replicas {
+	return &replicas{dir: replicatest.New(), obs: map[string]*ObserverLog{}}
+}
+
+// start starts a harness that is the replica instance.
+func (rs *replicas) start(t *testing.T, instance string) (*Harness, *httptest.Server) {
+	t.Helper()
 	obs := &ObserverLog{}
-	h := NewHarness(t, HarnessConfig{InstanceID: instance, Observer: obs, Replicas: Replicas{
-		Peers: dir.as(instance), Secret: testSecret, SessionTTL: time.Minute, RunTTL: time.Minute, MCPTTL: time.Minute}})
+	h := NewHarness(t, HarnessConfig{InstanceID: instance, Observer: obs, Replicas: replica.Config{
+		Peers: rs.dir.As(instance), Secret: testSecret, SessionTTL: time.Minute, RunTTL: time.Minute, MCPTTL: time.Minute}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	dir.mu.Lock()
-	dir.peers[instance], dir.obs[instance] = srv.URL, obs
-	dir.mu.Unlock()
+	rs.dir.Announce(instance, srv.URL)
+	rs.obs[instance] = obs
 	return h, srv
 }
 
@@ -124,16 +69,16 @@ func postJSON(t *testing.T, url string, body string, header http.Header) (*http.
 // A call of a session owned by another replica runs there; one of a session nobody
 // owns runs where it lands, which then owns it.
 func TestForwardToOwner(t *testing.T) {
-	dir := newDirectory()
-	a, srvA := replica(t, dir, "a")
-	b, srvB := replica(t, dir, "b")
+	rs := newReplicas()
+	a, srvA := rs.start(t, "a")
+	b, srvB := rs.start(t, "b")
 
 	_, first := postJSON(t, srvB.URL+"/exec", `{"code":"x = 1","lang":"py"}`, nil)
 	sid, _ := first["session_id"].(string)
 	if sid == "" || b.runs() != 1 {
 		t.Fatalf("first call on b: %v (b ran %d)", first, b.runs())
 	}
-	if owner := dir.own[sessionKey(sid)]; owner != "b" {
+	if owner := rs.dir.OwnerOf(replica.Session.Key(sid)); owner != "b" {
 		t.Fatalf("the session is owned by %q after its first call on b", owner)
 	}
 	resp, out := postJSON(t, srvA.URL+"/exec", `{"code":"x","lang":"py","session_id":"`+sid+`"}`, nil)
@@ -147,21 +92,15 @@ func TestForwardToOwner(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || a.runs() != 1 {
 		t.Fatalf("call through a with b dead: %d %v; a ran %d, want a to serve it", resp.StatusCode, out, a.runs())
 	}
-	if owner := dir.own[sessionKey(sid)]; owner != "a" {
+	if owner := rs.dir.OwnerOf(replica.Session.Key(sid)); owner != "a" {
 		t.Errorf("the session is owned by %q after a served it in place of dead b, want a", owner)
 	}
 	// Each crossing is counted where it happened (the metric kiln_replica_forwards_total),
 	// once the request is over: after its answer reached the client.
 	want := map[string][]string{"a": {"/exec " + ForwardedOut, "/exec " + PassedOver}, "b": {"/exec " + ForwardedIn}}
-	for instance, obs := range dir.obs {
-		deadline := time.Now().Add(5 * time.Second)
-		got := obs.ForwardedSeen()
-		for !slices.Equal(got, want[instance]) && len(got) < len(want[instance]) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			got = obs.ForwardedSeen()
-		}
-		if !slices.Equal(got, want[instance]) {
-			t.Errorf("replica %s observed crossings %q, want %q", instance, got, want[instance])
+	for instance, obs := range rs.obs {
+		if !waitSeen(obs, want[instance]) {
+			t.Errorf("replica %s observed crossings %q, want %q", instance, obs.ForwardedSeen(), want[instance])
 		}
 	}
 }
@@ -197,14 +136,13 @@ func brokenOwner(t *testing.T) (url string, die func()) {
 // told to retry; when it no longer does, it is gone, and the call is served where it
 // landed (from the stored state).
 func TestForwardOwnerBreaksMidAnswer(t *testing.T) {
-	dir := newDirectory()
-	a, srvA := replica(t, dir, "a")
+	rs := newReplicas()
+	a, srvA := rs.start(t, "a")
 	_, first := postJSON(t, srvA.URL+"/exec", `{"code":"x = 1","lang":"py"}`, nil)
 	sid, _ := first["session_id"].(string)
 	url, die := brokenOwner(t)
-	dir.mu.Lock()
-	dir.peers["c"], dir.own[sessionKey(sid)] = url, "c"
-	dir.mu.Unlock()
+	rs.dir.Announce("c", url)
+	rs.dir.SetOwner(replica.Session.Key(sid), "c")
 
 	resp, out := postJSON(t, srvA.URL+"/exec", `{"code":"x","lang":"py","session_id":"`+sid+`"}`, nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || a.runs() != 1 {
@@ -218,50 +156,74 @@ func TestForwardOwnerBreaksMidAnswer(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || a.runs() != 2 {
 		t.Fatalf("owner gone: %d %v, a ran %d; want a to serve it", resp.StatusCode, out, a.runs())
 	}
-	dir.mu.Lock()
-	owner := dir.own[sessionKey(sid)]
-	dir.mu.Unlock()
-	if owner != "a" {
+	if owner := rs.dir.OwnerOf(replica.Session.Key(sid)); owner != "a" {
 		t.Errorf("the session is owned by %q after a served it in place of gone c, want a", owner)
 	}
 }
 
 // A forwarded request is served by the replica it reaches, never forwarded again; one
-// whose signature does not hold is refused.
+// whose signature does not hold is refused, naming the replica it claims to come from.
+// (What makes a signature hold is replica's to test.)
 func TestPeerSignature(t *testing.T) {
-	dir := newDirectory()
-	a, srvA := replica(t, dir, "a")
-	dir.own[sessionKey("s1")] = "ghost"
-	dir.peers["ghost"] = "http://127.0.0.1:1" // would be forwarded to, if not signed
+	rs := newReplicas()
+	a, srvA := rs.start(t, "a")
+	_, first := postJSON(t, srvA.URL+"/exec", `{"code":"x = 1","lang":"py"}`, nil)
+	sid, _ := first["session_id"].(string)
+	var ghostCalls atomic.Int32
+	ghost := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ghostCalls.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	t.Cleanup(ghost.Close)
+	rs.dir.Announce("ghost", ghost.URL) // a forwards the session's calls there, unless signed
+	rs.dir.SetOwner(replica.Session.Key(sid), "ghost")
+	call := `{"code":"x","lang":"py","session_id":"` + sid + `"}`
 
-	sign := func(secret []byte, at time.Time) http.Header {
-		ts := strconv.FormatInt(at.Unix(), 10)
-		return http.Header{peerHeader: {"b"}, peerTimeHeader: {ts},
-			peerSigHeader: {peerSignature(secret, "b", ts, http.MethodPost, "/exec")}}
+	sign := func(secret []byte) http.Header {
+		req := httptest.NewRequest(http.MethodPost, "/exec", nil)
+		replica.NewForwarder("b", replica.Config{Secret: secret}).Sign(req)
+		return http.Header{replica.PeerHeader: req.Header[replica.PeerHeader],
+			replica.TimeHeader: req.Header[replica.TimeHeader], replica.SignatureHeader: req.Header[replica.SignatureHeader]}
 	}
-	resp, out := postJSON(t, srvA.URL+"/exec", `{"code":"1","lang":"py"}`, sign(testSecret, time.Now()))
-	if resp.StatusCode != http.StatusOK || a.runs() != 1 {
-		t.Fatalf("signed forward: %d %v, want it served", resp.StatusCode, out)
+	resp, out := postJSON(t, srvA.URL+"/exec", call, sign(testSecret))
+	if resp.StatusCode != http.StatusOK || a.runs() != 2 || ghostCalls.Load() != 0 {
+		t.Fatalf("signed forward: %d %v, a ran %d, the owner had %d calls; want it served on a",
+			resp.StatusCode, out, a.runs(), ghostCalls.Load())
+	}
+	if want := []string{"/exec " + ForwardedIn}; !waitSeen(rs.obs["a"], want) {
+		t.Errorf("a observed crossings %q, want %q", rs.obs["a"].ForwardedSeen(), want)
+	}
+	if resp, _ := postJSON(t, srvA.URL+"/exec", call, nil); resp.StatusCode != http.StatusTeapot || ghostCalls.Load() != 1 {
+		t.Fatalf("unsigned call of the session: %d, the owner had %d calls; want it forwarded there", resp.StatusCode, ghostCalls.Load())
 	}
 	for name, h := range map[string]http.Header{
-		"another secret": sign([]byte("another secret, as long as the right one"), time.Now()),
-		"too old":        sign(testSecret, time.Now().Add(-2*peerClockSkew)),
-		"no signature":   {peerHeader: {"b"}, peerTimeHeader: {strconv.FormatInt(time.Now().Unix(), 10)}},
+		"another secret": sign([]byte("another secret, as long as the right one")),
+		"no signature":   {replica.PeerHeader: {"b"}, replica.TimeHeader: {strconv.FormatInt(time.Now().Unix(), 10)}},
 	} {
-		resp, out := postJSON(t, srvA.URL+"/exec", `{"code":"1","lang":"py"}`, h)
+		resp, out := postJSON(t, srvA.URL+"/exec", call, h)
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(out["message"].(string), `"b"`) {
 			t.Errorf("%s: %d %v, want 401 naming the replica", name, resp.StatusCode, out)
 		}
 	}
-	if a.runs() != 1 {
-		t.Errorf("a refused forward ran: %d runs", a.runs())
+	if a.runs() != 2 || ghostCalls.Load() != 1 {
+		t.Errorf("a refused forward ran: a ran %d, the owner had %d calls", a.runs(), ghostCalls.Load())
 	}
+}
+
+// waitSeen waits, a few seconds at most, for obs to have heard of the crossings want
+// (an observer hears of a request after its answer), and reports whether it did.
+func waitSeen(obs *ObserverLog, want []string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(obs.ForwardedSeen(), want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return slices.Equal(obs.ForwardedSeen(), want)
 }
 
 // A continuation whose replica is gone gets a 404 that says so.
 func TestContinuationOfAGoneReplica(t *testing.T) {
-	dir := newDirectory()
-	_, srvA := replica(t, dir, "a")
+	rs := newReplicas()
+	_, srvA := rs.start(t, "a")
 	resp, out := postJSON(t, srvA.URL+"/exec/programmatic", `{"continuation_token":"ghost.AAAAAAAAAAAAAAAAAAAAA.secret","tool_results":[]}`, nil)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(out["message"].(string), "gone") {
 		t.Errorf("continuation of a gone replica: %d %v", resp.StatusCode, out)

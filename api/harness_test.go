@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -40,6 +41,7 @@ var TestLimits = executor.Limits{
 	DefaultTimeout: 30 * time.Second,
 	MinTimeout:     100 * time.Millisecond,
 	MaxTimeout:     time.Minute,
+	MaxTools:       4,
 }
 
 // FakeHealth is ready unless Err is set.
@@ -75,7 +77,7 @@ type HarnessConfig struct {
 	Log io.Writer
 	// InstanceID and Replicas: see Config.
 	InstanceID string
-	Replicas   Replicas
+	Replicas   replica.Config
 }
 
 // Harness is a Server over a real session.Service, on a disk store in a temporary

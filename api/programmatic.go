@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/protocol"
-	"github.com/kilnsh/kiln/session"
+	"github.com/kilnsh/kiln/replica"
 )
 
 // The routes of programmatic tool calling, as LibreChat's agents package speaks it:
@@ -70,133 +70,6 @@ type ptcEnd struct {
 	ExecutionID string `json:"execution_id"`
 }
 
-// ptcRun is a run with tools, between the requests that drive it.
-type ptcRun struct {
-	id, key string
-	pauses  chan executor.ToolCalls // the pause the next answer reports
-	names   []string                // its keys in ptcRuns.requests; guarded by ptcRuns.mu
-	done    chan struct{}           // closed when the run is over
-
-	mu      sync.Mutex
-	res     *session.ExecResult
-	err     error
-	taken   bool // the result went to a request, or was released
-	waiting int  // requests waiting on the run's next step
-}
-
-// ptcRuns holds the runs under way, by execution id, and the request ids that name them;
-// and, for a while, the request ids of runs that ended and of cancels that came first
-// (ptccancel.go).
-type ptcRuns struct {
-	mu       sync.Mutex
-	runs     map[string]*ptcRun
-	requests map[string]*ptcRun // by request id
-	recent   requestLedger
-}
-
-func (p *ptcRuns) add(run *ptcRun) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.runs == nil {
-		p.runs, p.requests = map[string]*ptcRun{}, map[string]*ptcRun{}
-	}
-	p.runs[run.id] = run
-}
-
-func (p *ptcRuns) get(id string) *ptcRun {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.runs[id]
-}
-
-// name records that a request named requestID drives run, unless another principal's
-// run holds that id.
-func (p *ptcRuns) name(run *ptcRun, requestID string) {
-	if requestID == "" {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if other := p.requests[requestID]; other != nil && other.key != run.key {
-		return
-	}
-	if p.runs[run.id] == run {
-		p.requests[requestID] = run
-		run.names = append(run.names, requestID)
-	}
-}
-
-func (p *ptcRuns) byRequest(requestID string) *ptcRun {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.requests[requestID]
-}
-
-func (p *ptcRuns) remove(run *ptcRun) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.runs, run.id)
-	for _, k := range run.names {
-		if p.requests[k] == run {
-			delete(p.requests, k)
-			p.recent.ended(k, run.key)
-		}
-	}
-}
-
-// finish records the run's end. With no request waiting, nobody will answer with the
-// result: its sandbox goes at once.
-func (run *ptcRun) finish(res *session.ExecResult, err error) {
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	run.res, run.err = res, err
-	close(run.done)
-	if run.waiting == 0 {
-		run.drop()
-	}
-}
-
-// take hands the result to the one request that answers with it.
-func (run *ptcRun) take() (res *session.ExecResult, ok bool, err error) {
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	if run.taken {
-		return nil, false, nil
-	}
-	run.taken = true
-	return run.res, true, run.err
-}
-
-func (run *ptcRun) attach() {
-	run.mu.Lock()
-	run.waiting++
-	run.mu.Unlock()
-}
-
-// detach ends a request's wait; the last one to leave an ended run releases it.
-func (run *ptcRun) detach() {
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	run.waiting--
-	select {
-	case <-run.done:
-		if run.waiting == 0 {
-			run.drop()
-		}
-	default:
-	}
-}
-
-// drop releases a result nobody took. The caller holds mu.
-func (run *ptcRun) drop() {
-	if !run.taken {
-		run.taken = true
-		if run.res != nil {
-			run.res.Release()
-		}
-	}
-}
-
 // execProgrammatic handles POST /exec/programmatic.
 func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -229,11 +102,11 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 		sreq.Tools = append(sreq.Tools, protocol.Tool{Name: t.Name, Function: functionName(t.Name, xreq.Lang)})
 	}
 	if reqID := r.Header.Get(requestIDHeader); reqID != "" {
-		if !requestIDPattern.MatchString(reqID) {
+		if !programmatic.ValidRequestID(reqID) {
 			writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "%s must be 1 to 128 characters of A-Z a-z 0-9 _ -", requestIDHeader))
 			return
 		}
-		if other := s.ptc.byRequest(reqID); other != nil {
+		if other := s.ptc.ByRequest(reqID); other != nil {
 			writeError(w, r, kiln.Errorf(kiln.CodeConflict, "a run under way already holds request id %s: send each request with an id of its own", reqID))
 			return
 		}
@@ -248,37 +121,32 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	principal := caller(r, "").Principal()
-	if reqID := r.Header.Get(requestIDHeader); reqID != "" && s.ptc.cancelledFirst(reqID, principal) {
+	if reqID := r.Header.Get(requestIDHeader); reqID != "" && s.ptc.CancelledFirst(reqID, principal) {
 		freeSlot()
 		writeJSON(w, http.StatusOK, map[string]string{"status": "error", "error": "Programmatic execution request cancelled"})
 		return
 	}
-	run := &ptcRun{id: kiln.NewID(), key: principal, pauses: make(chan executor.ToolCalls, 1), done: make(chan struct{})}
-	sreq.ExecutionID = run.id
-	sreq.OnToolCalls = func(tc executor.ToolCalls) {
-		select {
-		case run.pauses <- tc:
-		default: // nobody can hold the last pause's token: the run times out
-		}
-	}
-	s.ptc.add(run)
-	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	run := programmatic.NewRun(kiln.NewID(), principal)
+	sreq.ExecutionID = run.ID()
+	sreq.OnToolCalls = run.Pause
+	s.ptc.Add(run)
+	s.ptc.Name(run, r.Header.Get(requestIDHeader))
 	// Its continuations name this replica in their tokens; its cancels find it here.
-	s.own(r.Context(), runKey(run.id), s.replicas.RunTTL)
+	s.own(r.Context(), replica.Run, run.ID())
 	s.ownRequest(r)
 	c := caller(r, req.UserID)
 	// The run outlives this request: a client that goes away cancels it (awaitStep).
 	ctx := context.WithoutCancel(r.Context())
 	// This request waits on the run from before it starts: a run that ends at once (a
 	// refused tool) still has its answer taken, not dropped as nobody's.
-	run.attach()
+	run.Attach()
 	go func() {
 		res, err := s.sessions.Exec(ctx, c, sreq)
 		// The slot is free once the run is over, before its answer goes out, as for POST
 		// /exec: a client that has its answer may start its next run at once.
 		freeSlot()
-		s.ptc.remove(run)
-		run.finish(res, err)
+		s.ptc.Remove(run)
+		run.Finish(res, err)
 	}()
 	s.awaitStep(w, r, run, start)
 }
@@ -291,7 +159,7 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		writeError(w, r, kiln.Errorf(kiln.CodeInvalid, "continuation_token is malformed"))
 		return
 	}
-	if instance != s.instance && s.replicas.Peers != nil {
+	if instance != s.instance && s.replicas.Enabled() {
 		// Not forwarded: the replica the token names is gone, and its run with it.
 		writeError(w, r, kiln.Errorf(kiln.CodeNotFound,
 			"this continuation belongs to a run on kiln replica %q, which is gone: the run ended with it; start the program again", instance))
@@ -302,14 +170,14 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 			"this continuation belongs to the run on kiln instance %q, and this is instance %q: send continuations to the instance that started the run (see docs/operations.md)", instance, s.instance))
 		return
 	}
-	run := s.ptc.get(id)
+	run := s.ptc.Get(id)
 	if run != nil {
 		// Waiting before the run has its results: it may end as soon as it has them.
-		run.attach()
+		run.Attach()
 	}
 	if err := s.sessions.Continue(r.Context(), caller(r, ""), id, secret, req.ToolResults); err != nil {
 		if run != nil {
-			run.detach()
+			run.Detach()
 		}
 		writeError(w, r, err)
 		return
@@ -318,7 +186,7 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 		writeError(w, r, kiln.Errorf(kiln.CodeNotFound, "execution %s not found", id))
 		return
 	}
-	s.ptc.name(run, r.Header.Get(requestIDHeader))
+	s.ptc.Name(run, r.Header.Get(requestIDHeader))
 	s.ownRequest(r)
 	s.awaitStep(w, r, run, start)
 }
@@ -326,25 +194,25 @@ func (s *Server) continueProgrammatic(w http.ResponseWriter, r *http.Request, re
 // ownRequest claims the request id of a programmatic request served here, so that
 // its cancel reaches this replica.
 func (s *Server) ownRequest(r *http.Request) {
-	if id := r.Header.Get(requestIDHeader); id != "" && requestIDPattern.MatchString(id) {
-		s.own(r.Context(), requestKey(id), s.replicas.RunTTL)
+	if id := r.Header.Get(requestIDHeader); id != "" && programmatic.ValidRequestID(id) {
+		s.own(r.Context(), replica.Request, id)
 	}
 }
 
 // awaitStep answers with the run's next step: a pause, or its end. A client that goes
 // away meanwhile cancels the run. The caller attached the request to the run before the
-// run could take that step (ptcRun.attach); awaitStep detaches it.
-func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, start time.Time) {
+// run could take that step (Run.Attach); awaitStep detaches it.
+func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *programmatic.Run, start time.Time) {
 	select {
-	case tc := <-run.pauses:
-		run.detach()
+	case tc := <-run.Pauses():
+		run.Detach()
 		writeJSON(w, http.StatusOK, ptcPause{Status: "tool_call_required", ToolCalls: tc.Calls,
-			ContinuationToken: s.instance + "." + run.id + "." + tc.Token, ExecutionID: run.id})
-	case <-run.done:
-		res, ok, err := run.take()
-		run.detach()
+			ContinuationToken: s.instance + "." + run.ID() + "." + tc.Token, ExecutionID: run.ID()})
+	case <-run.Done():
+		res, ok, err := run.Take()
+		run.Detach()
 		if !ok {
-			writeError(w, r, kiln.Errorf(kiln.CodeConflict, "execution %s has already finished", run.id))
+			writeError(w, r, kiln.Errorf(kiln.CodeConflict, "execution %s has already finished", run.ID()))
 			return
 		}
 		if err != nil {
@@ -353,18 +221,18 @@ func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *ptcRun, 
 		}
 		defer res.Release()
 		s.ownSession(r, res)
-		out := &ptcEnd{execResponse: newExecResponse(r, res, false), Status: "completed", RunStatus: res.Status, ExecutionID: run.id}
+		out := &ptcEnd{execResponse: newExecResponse(r, res, false), Status: "completed", RunStatus: res.Status, ExecutionID: run.ID()}
 		if res.Status != executor.StatusOK {
 			out.Status = "error"
 		}
 		out.Timing.TotalMS = ms(time.Since(start))
-		w.Header().Set("X-Execution-Id", run.id)
+		w.Header().Set("X-Execution-Id", run.ID())
 		writeJSON(w, http.StatusOK, out)
 		_ = http.NewResponseController(w).Flush()
 	case <-r.Context().Done():
-		logger(r).Info("client went away during a programmatic run: cancelling it", "execution_id", run.id)
-		_ = s.sessions.Cancel(r.Context(), caller(r, ""), run.id)
-		run.detach()
+		logger(r).Info("client went away during a programmatic run: cancelling it", "execution_id", run.ID())
+		_ = s.sessions.Cancel(r.Context(), caller(r, ""), run.ID())
+		run.Detach()
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/programmatic"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 )
 
@@ -66,8 +68,9 @@ type Config struct {
 	// Profiles are the execution profiles served (ProfileDefault, ProfileStateful), the
 	// first named by answers to requests that expect none; nil serves both.
 	Profiles []string
-	// Replicas lets several kilns that share a store answer any request (forward.go).
-	Replicas Replicas
+	// Replicas lets several kilns that share a store answer any request (forward.go);
+	// the zero value is a lone kiln.
+	Replicas replica.Config
 }
 
 // Server is kiln's HTTP handler.
@@ -92,10 +95,8 @@ type Server struct {
 	keepAlive time.Duration // between comments on a quiet event stream
 	instance  string
 	profiles  []string
-	ptc       ptcRuns // programmatic runs under way
-	replicas  Replicas
-	// peerTransport carries requests forwarded to other replicas.
-	peerTransport http.RoundTripper
+	ptc       programmatic.Runs // programmatic runs under way
+	replicas  *replica.Forwarder
 }
 
 // New returns a Server with every route mounted at / and under /v1.
@@ -106,7 +107,7 @@ func New(cfg Config) *Server {
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
 		mcp: cfg.MCP, instance: cfg.InstanceID, profiles: cfg.Profiles,
-		replicas: cfg.Replicas, peerTransport: newPeerTransport(),
+		replicas: replica.NewForwarder(cfg.InstanceID, cfg.Replicas),
 	}
 	if len(s.profiles) == 0 {
 		s.profiles = []string{ProfileDefault, ProfileStateful}

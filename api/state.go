@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/kilnsh/kiln/replica"
 )
 
 // getState handles GET /state/{session_id}: the raw blob, with its sha256 as ETag.
@@ -122,8 +124,6 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if s.replicas.Peers != nil {
-		_ = s.replicas.Peers.Release(context.WithoutCancel(r.Context()), sessionKey(sid))
-	}
+	_ = s.replicas.Release(context.WithoutCancel(r.Context()), replica.Session, sid)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 )
@@ -62,7 +61,7 @@ func (m *Metrics) executed(at time.Time, total time.Duration, res *executor.Resu
 		}
 	}
 	if status != executor.StatusOK {
-		f := Failure{Time: api.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
+		f := Failure{Time: kiln.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
 		if res != nil {
 			f.Sandbox = res.Sandbox
 		}

@@ -3,17 +3,17 @@ package metrics
 import (
 	"sync"
 
-	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln"
 )
 
 // Failure is one execution that did not end ok, as the dashboard lists it. It holds
 // no output and no code: only kiln's own classification of what happened.
 type Failure struct {
-	Time       api.Timestamp `json:"time"`
-	Status     string        `json:"status"`
-	Summary    string        `json:"summary"`
-	DurationMS float64       `json:"duration_ms"`
-	Sandbox    string        `json:"sandbox,omitempty"` // short container id, when one ran it
+	Time       kiln.Timestamp `json:"time"`
+	Status     string         `json:"status"`
+	Summary    string         `json:"summary"`
+	DurationMS float64        `json:"duration_ms"`
+	Sandbox    string         `json:"sandbox,omitempty"` // short container id, when one ran it
 }
 
 // ring keeps the last n failures.

@@ -3,14 +3,15 @@ package metrics
 import (
 	"math"
 
-	"github.com/kilnsh/kiln/api"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kilnsh/kiln"
 )
 
 // Stats is the dashboard's view of executions. Its numbers are read back from the
 // registry, so the dashboard shows exactly what /metrics exports.
 type Stats struct {
-	Time          api.Timestamp    `json:"time"`
+	Time          kiln.Timestamp   `json:"time"`
 	UptimeSeconds float64          `json:"uptime_seconds"`
 	Executions    map[string]int64 `json:"executions"` // by status, since start
 	// Buckets are the latency histogram's upper bounds in seconds (without +Inf);
@@ -25,7 +26,7 @@ type Stats struct {
 func (m *Metrics) Snapshot() Stats {
 	now := m.now()
 	st := Stats{
-		Time: api.Timestamp(now), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
+		Time: kiln.Timestamp(now), UptimeSeconds: math.Round(now.Sub(m.start).Seconds()),
 		Executions: map[string]int64{}, Buckets: durationBuckets, Latency: map[string][]uint64{},
 		Recent: m.recent.list(),
 	}

@@ -33,6 +33,9 @@ import (
 //	                <hash> is a SHA-256 of the owner and entity, which may hold any bytes
 //	expiry          sorted set of all session ids, by expiry time, for Sweep
 //
+// The replica directory (package replica) keeps its peer: and own: keys under the same
+// prefix.
+//
 // Every key but expiry has a TTL, set to the store's TTL again by each write or touch,
 // so Redis drops an abandoned session by itself. Times are Unix microseconds.
 const defaultRedisPrefix = "kiln:"
@@ -99,6 +102,11 @@ func openRedis(ctx context.Context, redisURL, prefix string, ttl time.Duration, 
 	}
 	return &Redis{client: client, prefix: prefix, ttl: ttl, maxFile: maxFileBytes}, nil
 }
+
+// Client returns the store's Redis client and the prefix of its keys, for the replica
+// directory (package replica), which shares the server, the connections and the
+// prefix. The client stays the store's: Close closes it.
+func (r *Redis) Client() (client *redis.Client, prefix string) { return r.client, r.prefix }
 
 // Close closes the connections to Redis. It is idempotent.
 func (r *Redis) Close() error {

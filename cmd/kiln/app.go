@@ -22,6 +22,7 @@ import (
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -40,7 +41,7 @@ type Main struct {
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
 	// directory is where replicas find each other; nil for a lone kiln.
-	directory *store.Directory
+	directory *replica.Directory
 	bg        sync.WaitGroup     // background loops: the session sweeper, the reaper
 	bgCtx     context.Context    // governs them
 	stopBg    context.CancelFunc // stops them
@@ -321,13 +322,14 @@ const (
 
 // replicas sets up forwarding between replicas when ADVERTISE_URL is set: this replica
 // announces itself in the shared Redis until Close withdraws it.
-func (m *Main) replicas() api.Replicas {
+func (m *Main) replicas() replica.Config {
 	cfg := m.cfg
 	rs, ok := m.store.(*store.Redis)
 	if cfg.AdvertiseURL == "" || !ok {
-		return api.Replicas{}
+		return replica.Config{}
 	}
-	m.directory = rs.Directory(cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
+	client, prefix := rs.Client()
+	m.directory = replica.NewDirectory(client, prefix, cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
 	announce := func(ctx context.Context) {
 		if err := m.directory.Announce(ctx, announceTTL); err != nil {
 			m.log.Warn("announcing this replica failed", "err", err)
@@ -348,7 +350,7 @@ func (m *Main) replicas() api.Replicas {
 	})
 	m.log.Info("replica announced", "advertise_url", cfg.AdvertiseURL, "instance", cfg.InstanceID)
 	runTTL := time.Duration(cfg.MaxTimeoutMS)*time.Millisecond + time.Duration(cfg.MaxToolRounds*cfg.ToolResultTimeoutSecs)*time.Second
-	return api.Replicas{
+	return replica.Config{
 		Peers:      m.directory,
 		Secret:     []byte(cfg.PeerSecret),
 		SessionTTL: time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,

@@ -1,19 +1,37 @@
-package store_test
+package replica_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/test/kilntest"
 )
+
+// redisClient connects to the Redis server at url for the test's life.
+func redisClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("ping redis: %v", err)
+	}
+	return c
+}
 
 // Replicas find each other and their claims in the Redis they share: a claim stays
 // with an owner that is up, passes to the next claimer once the owner is gone, and is
 // released only by its owner.
 func TestDirectory(t *testing.T) {
 	url := kilntest.StartRedis(t)
-	rs := openRedis(t, url, newPrefix(), time.Hour, 1<<20)
-	a, b := rs.Directory("a", "http://a:8080"), rs.Directory("b", "http://b:8080")
+	c := redisClient(t, url)
+	a, b := replica.NewDirectory(c, "kiln:test:", "a", "http://a:8080"), replica.NewDirectory(c, "kiln:test:", "b", "http://b:8080")
 	ctx := t.Context()
 	if err := a.Announce(ctx, time.Minute); err != nil {
 		t.Fatal(err)
@@ -91,5 +109,50 @@ func TestDirectory(t *testing.T) {
 	}
 	if url, owner, _ := b.Claim(ctx, "x:2", time.Minute); url != "" || owner != "b" {
 		t.Errorf("an expired claim held: %q %q", url, owner)
+	}
+}
+
+// The directory's keys are read by every replica sharing the server, whatever its
+// version: their names and values stay as they are.
+func TestDirectoryKeys(t *testing.T) {
+	c := redisClient(t, kilntest.StartRedis(t))
+	const prefix = "kiln:"
+	d := replica.NewDirectory(c, prefix, "a", "http://a:8080")
+	ctx := t.Context()
+	get := func(key string) string {
+		t.Helper()
+		v, err := c.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("GET %s: %v", key, err)
+		}
+		return v
+	}
+	if err := d.Announce(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := get("kiln:peer:a"), "http://a:8080"; got != want {
+		t.Errorf("peer key holds %q, want %q", got, want)
+	}
+	if _, _, err := d.Claim(ctx, "s:1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := get("kiln:own:s:1"), "a"; got != want {
+		t.Errorf("claim key holds %q, want %q", got, want)
+	}
+	if err := d.Drain(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := get("kiln:peer:a"), "draining http://a:8080"; got != want {
+		t.Errorf("a draining replica's peer key holds %q, want %q", got, want)
+	}
+	// Another replica's claim and announcement are read from the same keys.
+	if err := c.Set(ctx, "kiln:peer:b", "http://b:8080", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "kiln:own:x:1", "b", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if url, owner, err := d.Owner(ctx, "x:1"); err != nil || url != "http://b:8080" || owner != "b" {
+		t.Errorf("Owner(x:1) = %q, %q, %v, want b's", url, owner, err)
 	}
 }

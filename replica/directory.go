@@ -1,4 +1,4 @@
-package store
+package replica
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Directory is where replicas of kiln that share a Redis server find each other and
 // what each of them owns: a live session, a run under way, an MCP session. Keys, under
-// the store's prefix:
+// the prefix of the store that shares the server (store.Redis.Client):
 //
 //	peer:<instance>   the URL the replica is reached at (its ADVERTISE_URL), after
 //	                  "draining " while it drains; expires unless the replica
@@ -91,10 +91,11 @@ var (
 	scriptRelease  = redis.NewScript(luaRelease)
 )
 
-// Directory returns the directory of the replicas sharing this store's Redis server, as
-// seen by the replica instance, reached at url.
-func (r *Redis) Directory(instance, url string) *Directory {
-	return &Directory{client: r.client, prefix: r.prefix, instance: instance, url: url}
+// NewDirectory returns the directory of the replicas sharing client's Redis server, its
+// keys under prefix, as seen by the replica instance, reached at url. The client stays
+// its owner's to close.
+func NewDirectory(client *redis.Client, prefix, instance, url string) *Directory {
+	return &Directory{client: client, prefix: prefix, instance: instance, url: url}
 }
 
 // Announce says that this replica is up and reached at its URL, for ttl; once Drain
