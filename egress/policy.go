@@ -165,6 +165,7 @@ const (
 	CodeMalformed   Code = "malformed"   // not a request this proxy serves
 	CodeResolve     Code = "resolve"     // the name did not resolve
 	CodeDial        Code = "dial"        // no address of the host answered
+	CodeTimeout     Code = "timeout"     // the upstream sent nothing for the idle timeout
 )
 
 // Decision is the outcome of checking one connection or request: a code, and a
