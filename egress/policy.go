@@ -28,8 +28,10 @@ type Settings struct {
 
 // Limits are the caps of one scope (one call): see Scope.
 type Limits struct {
-	// MaxConnections counts what a call opens through the proxy: each CONNECT tunnel
-	// and each plain HTTP request is one, over the whole call.
+	// MaxConnections counts what a call opens through the proxy over its whole life:
+	// each CONNECT and each plain HTTP request whose host is allowed is one, whether
+	// or not the host then answers. A cap on the total rather than on what is open at
+	// once also bounds a call that scans ports or hosts one at a time.
 	MaxConnections int
 	// MaxBytes bounds the payload carried both ways together: the bytes of tunnels
 	// after their 200, and the bodies of plain HTTP requests and responses.
