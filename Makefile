@@ -83,7 +83,7 @@ test/ptc/node/node_modules/.installed: test/ptc/node/package.json test/ptc/node/
 
 ## test-unit: the tests that need no Docker
 test-unit:
-	$(GO) test -count=1 . ./protocol/... ./sandbox/... ./docker/... ./kube/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/... ./live/...
+	$(GO) test -count=1 . ./protocol/... ./sandbox/... ./docker/... ./kube/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/... ./live/... ./replica/... ./programmatic/... ./egress/...
 
 ## lint: gofmt, go vet, staticcheck (pinned) and the REPL's mypy --strict; all must be clean
 lint: $(STATICCHECK)
@@ -144,7 +144,8 @@ soak: docker redis image
 .PHONY: fuzz fuzz-short
 # The fuzz targets, as package:Target. go test -fuzz takes one target at a time.
 FUZZ_TARGETS := protocol:FuzzParser protocol:FuzzParserFrames protocol:FuzzDecode docker:FuzzDemux \
-	executor:FuzzCheckState session:FuzzSanitizeName session:FuzzSanitizePath store:FuzzValidIDs api:FuzzUploadName
+	executor:FuzzCheckState session:FuzzSanitizeName session:FuzzSanitizePath store:FuzzValidIDs api:FuzzUploadName \
+	egress:FuzzParseAllow
 FUZZTIME ?= 10s
 FUZZ_LONG ?= 5m
 # Extra go test flags, e.g. -parallel 1 on a shared machine. A new interesting input is

@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.yaml.in/yaml/v2 v2.4.4
+	golang.org/x/net v0.60.0
 	golang.org/x/time v0.16.0
 	k8s.io/api v0.34.4
 	k8s.io/apimachinery v0.34.4
@@ -86,7 +87,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
