@@ -105,7 +105,7 @@ type Limits struct {
 
 // Request is one execution as the API hands it over.
 type Request struct {
-	Lang         string // LangPython or LangBash
+	Lang         string // a name from LangName: LangPython, LangBash, or one a pool runs
 	Code         string
 	Args         []string
 	State        []byte // the state blob to restore, or nil
@@ -177,7 +177,7 @@ type Result struct {
 	Reusable    bool
 	MemoryBytes int64
 	Truncated   bool
-	Sandbox     string // id of the container that ran it
+	Sandbox     string // id of the sandbox that ran it
 	ExecutionID string
 	QueueWait   time.Duration
 	ExecTime    time.Duration
@@ -190,7 +190,7 @@ type Result struct {
 }
 
 // Release hands the sandbox that ran the execution back to the pool, which removes it
-// and starts its replacement. Both cost the Docker daemon a burst of CPU, so the code
+// and starts its replacement. Both cost the runtime a burst of CPU, so the code
 // that answers the caller calls Release once the answer is out, not before. Until then
 // the sandbox counts as in use. Release is safe to call more than once, and on a
 // Result that holds no sandbox.

@@ -1,6 +1,6 @@
 // Package health answers kiln's health routes from what kiln depends on: whether it
-// can serve executions now (/health/ready), and the detailed view of the Docker daemon,
-// the sandbox image, the pool and the live sessions (/health/detailed).
+// can serve executions now (/health/ready), and the detailed view of the sandbox runtime,
+// the sandbox images, the pools and the live sessions (/health/detailed).
 package health
 
 import (
@@ -14,8 +14,8 @@ import (
 	"github.com/kilnsh/kiln/pool"
 )
 
-// Daemon is what the checks need of the sandbox runtime: the Docker daemon, or a
-// Kubernetes API server.
+// Daemon is what the checks need of the sandbox runtime (a sandbox.Runtime): that it
+// answers, and whether it has an image.
 type Daemon interface {
 	Ping(ctx context.Context) error
 	ImageID(ctx context.Context, image string) (string, error)
@@ -50,7 +50,7 @@ type Checker struct {
 	Live     Live              // nil when live sessions are off
 	Image    string            // the first pool's sandbox image
 	Images   map[string]string // every pool's image, by pool name
-	Runtime  string            // the OCI runtime of sandboxes: runc or runsc
+	Runtime  string            // what isolates sandboxes: the OCI runtime (runc, runsc) or the Pods' RuntimeClass
 	Repl     bool              // whether sandboxes run the warm REPL (else exec mode)
 	Store    string            // the session store: disk or redis
 	Auth     bool              // whether API keys are required
@@ -101,9 +101,9 @@ func (c *Checker) images() []string {
 // warm-ups fail) or unhealthy (the daemon or the image is missing), with the parts.
 func (c *Checker) Detailed(ctx context.Context) any {
 	status := "ok"
-	dockerInfo := map[string]any{"ok": true}
+	runtimeInfo := map[string]any{"ok": true}
 	if err := c.Daemon.Ping(ctx); err != nil {
-		dockerInfo = map[string]any{"ok": false, "error": err.Error()}
+		runtimeInfo = map[string]any{"ok": false, "error": err.Error()}
 		status = "unhealthy"
 	}
 	imageInfo := map[string]any{"name": c.Image}
@@ -140,7 +140,7 @@ func (c *Checker) Detailed(ctx context.Context) any {
 	}
 	return map[string]any{
 		"status":    status,
-		c.backend(): dockerInfo,
+		c.backend(): runtimeInfo,
 		"image":     imageInfo,
 		"pool": map[string]any{
 			"target": st.Target, "ready": st.Ready, "warming": st.Warming, "in_use": st.InUse,

@@ -82,8 +82,9 @@ type Runtime struct {
 	owner    *metav1.OwnerReference // Config.OwnerPod's, or nil
 	cfg      Config
 
-	pods corelisters.PodNamespaceLister
-	stop chan struct{}
+	pods    corelisters.PodNamespaceLister
+	stop    chan struct{}
+	factory informers.SharedInformerFactory // its Shutdown waits for the watch's goroutines
 
 	mu      sync.Mutex
 	waiting map[string]chan struct{} // by Pod name: poked on every change of the Pod
@@ -179,10 +180,11 @@ func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, n
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
 	c.pods = informer.Lister().Pods(ns)
+	c.factory = factory
 	factory.Start(c.stop)
 	for typ, ok := range factory.WaitForCacheSync(ctxDone(ctx)) {
 		if !ok {
-			close(c.stop)
+			_ = c.Close()
 			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrRuntime, typ, ns)
 		}
 	}
@@ -200,12 +202,15 @@ func (c *Runtime) selector() string {
 // Namespace is where the sandbox Pods are.
 func (c *Runtime) Namespace() string { return c.ns }
 
-// Close stops the watch.
+// Close stops the watch and waits for its goroutines. It is idempotent.
 func (c *Runtime) Close() error {
 	select {
 	case <-c.stop:
 	default:
 		close(c.stop)
+	}
+	if c.factory != nil {
+		c.factory.Shutdown()
 	}
 	return nil
 }

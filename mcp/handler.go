@@ -107,7 +107,7 @@ func newServer(version string, log *slog.Logger) *sdk.Server {
 
 // instructions tell a model what kiln is, in the initialize answer.
 const instructions = `kiln runs Python (and bash, and with its polyglot pool js, ts, c, cpp, java, php, rs, go, d, f90 and r) ` +
-	`in a fresh sandbox per call, with Python state kept between calls: ` +
+	`in a hardened sandbox of its own per session, with Python state kept between calls: ` +
 	`variables, imports and files in /mnt/data survive from one execute to the next in the same session. ` +
 	`Without a session_id, execute uses this connection's default session. Figures (plt.show or plt.savefig) ` +
 	`come back as images; other files as resource links you can read. The sandbox has no network.`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -342,7 +343,8 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
-	check(c.Runtime == RuntimeDocker || c.Runtime == RuntimeKubernetes, "RUNTIME must be %s or %s, got %q", RuntimeDocker, RuntimeKubernetes, c.Runtime)
+	_, known := runtimes[c.Runtime]
+	check(known, "RUNTIME must be one of %s, got %q", strings.Join(slices.Sorted(maps.Keys(runtimes)), ", "), c.Runtime)
 	if c.Runtime == RuntimeKubernetes {
 		check(c.ReplEnabled, "REPL_ENABLED=false is not supported with RUNTIME=kubernetes: sandbox Pods always run the warm REPL")
 		check(c.SandboxRuntime == "", "SANDBOX_RUNTIME is Docker's; with RUNTIME=kubernetes, name a RuntimeClass in KUBE_RUNTIME_CLASS (gVisor's, say)")

@@ -212,6 +212,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative shutdown grace", func(c *Config) { c.ShutdownGraceSeconds = -1 }, "SHUTDOWN_GRACE_SECONDS must not be negative"},
 		{"empty image", func(c *Config) { c.SandboxImage = "" }, "SANDBOX_IMAGE must not be empty"},
 		{"unknown runtime", func(c *Config) { c.SandboxRuntime = "kata" }, `SANDBOX_RUNTIME must be empty, runc or runsc, got "kata"`},
+		{"unknown RUNTIME", func(c *Config) { c.Runtime = "firecracker" }, `RUNTIME must be one of docker, kubernetes, got "firecracker"`},
 		{"runc", func(c *Config) { c.SandboxRuntime = "runc" }, ""},
 		{"runsc", func(c *Config) { c.SandboxRuntime = "runsc" }, ""},
 		{"bad log level", func(c *Config) { c.LogLevel = "verbose" }, `LOG_LEVEL must be debug, info, warn or error, got "verbose"`},

@@ -1,6 +1,6 @@
-// Command kiln serves the kiln HTTP API: it runs untrusted Python for LLM platforms in
-// a warm pool of hardened, single-use Docker containers. Configuration comes from the
-// environment (docs/operations.md).
+// Command kiln serves the kiln HTTP API: it runs untrusted code for LLM platforms in
+// warm pools of hardened sandboxes (Docker containers or Kubernetes Pods), one caller's
+// at a time. Configuration comes from the environment (docs/operations.md).
 package main
 
 import (

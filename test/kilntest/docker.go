@@ -39,9 +39,9 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// newInstance is the instance id of a server this process starts. It names the test
+// NewInstance is an instance id for a server or runtime this process starts. It names the test
 // process, so that a later run can tell when nobody is left to remove its sandboxes.
-func newInstance() string { return fmt.Sprintf("test-%d-%s", os.Getpid(), randomSuffix()) }
+func NewInstance() string { return fmt.Sprintf("test-%d-%s", os.Getpid(), randomSuffix()) }
 
 var sweepOnce sync.Once
 

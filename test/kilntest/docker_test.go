@@ -27,7 +27,7 @@ func TestSweepOrphans(t *testing.T) {
 		return id
 	}
 	dead := create("test-" + strconv.Itoa(gone.Process.Pid) + "-" + randomSuffix())
-	live := create(newInstance())
+	live := create(NewInstance())
 	other := create("test-torn-" + randomSuffix())
 
 	if err := sweepOrphans(); err != nil {
@@ -44,7 +44,7 @@ func TestSweepOrphans(t *testing.T) {
 	if !slices.Contains(left, live) || !slices.Contains(left, other) {
 		t.Errorf("the sweep removed a sandbox it should have left (live %v, other %v)", slices.Contains(left, live), slices.Contains(left, other))
 	}
-	if pid, ok := testPID(newInstance()); !ok || pid != os.Getpid() {
-		t.Errorf("testPID(newInstance()) = %d, %v; want this process, %d", pid, ok, os.Getpid())
+	if pid, ok := testPID(NewInstance()); !ok || pid != os.Getpid() {
+		t.Errorf("testPID(NewInstance()) = %d, %v; want this process, %d", pid, ok, os.Getpid())
 	}
 }

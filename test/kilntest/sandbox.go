@@ -51,7 +51,7 @@ type Sandbox struct {
 func StartSandbox(ctx context.Context, spec sandbox.Spec, instance string) (*Sandbox, error) {
 	removeOrphans()
 	if instance == "" {
-		instance = newInstance()
+		instance = NewInstance()
 	}
 	rt, err := docker.Open(ctx, sandbox.Options{Instance: instance, Frames: SandboxFrames,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, DockerConfig())

@@ -131,7 +131,7 @@ func Start(opts Options) (*Server, error) {
 		}
 	}
 	removeOrphans()
-	instance := newInstance()
+	instance := NewInstance()
 	defaults := map[string]string{
 		"LISTEN_ADDR": "127.0.0.1:0", "INSTANCE_ID": instance, "POOL_SIZE": "2",
 		"LOG_LEVEL": "debug", "SHUTDOWN_GRACE_SECONDS": "20",

@@ -7,11 +7,7 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -57,17 +53,8 @@ func TestContract(t *testing.T) {
 	sandboxtest.Run(t, h)
 }
 
-// newInstance is an instance id of this test process, in the form kilntest's sweep
-// knows ("test-PID-..."): a run killed outright leaves sandboxes that the next run of
-// any suite removes.
-func newInstance() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
-}
-
 func options(t *testing.T) sandbox.Options {
-	instance := newInstance()
+	instance := kilntest.NewInstance()
 	t.Logf("instance %s, runtime %s", instance, kilntest.Runtime())
 	t.Cleanup(func() {
 		// Independent of the runtime's own List: nothing of the instance is left.
