@@ -17,10 +17,11 @@ import (
 	"github.com/kilnsh/kiln/pool"
 )
 
-type healthDaemon struct{}
+type healthRuntime struct{}
 
-func (healthDaemon) Ping(context.Context) error                      { return nil }
-func (healthDaemon) ImageID(context.Context, string) (string, error) { return "sha256:abc", nil }
+func (healthRuntime) Name() string                                    { return "docker" }
+func (healthRuntime) Ping(context.Context) error                      { return nil }
+func (healthRuntime) ImageID(context.Context, string) (string, error) { return "sha256:abc", nil }
 
 type healthPool pool.Stats
 
@@ -73,9 +74,9 @@ func TestDetailedMatchesOpenAPI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checker := &health.Checker{
-				Daemon: healthDaemon{}, Pool: healthPool(st), Executor: healthExecutor{},
+				Runtime: healthRuntime{}, Pool: healthPool(st), Executor: healthExecutor{},
 				Image: "kiln-python:latest", Images: map[string]string{"python": "kiln-python:latest"},
-				Runtime: "runc", Repl: true, Store: "disk", Auth: true, Live: tt.live,
+				Isolation: "runc", Repl: true, Store: "disk", Auth: true, Live: tt.live,
 			}
 			s := NewHarness(t, HarnessConfig{Keys: []string{"k"}, Health: checker})
 			req := httptest.NewRequest(http.MethodGet, "/health/detailed", nil)

@@ -19,7 +19,7 @@ import (
 // Name is the runtime's name (RUNTIME=docker).
 const Name = "docker"
 
-// removeTimeout bounds one container removal.
+// removeTimeout bounds one container create or removal.
 const removeTimeout = 30 * time.Second
 
 // Config is what the Docker runtime needs beyond sandbox.Options.
@@ -47,6 +47,9 @@ func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
 	api, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime}, nil
 }
@@ -82,24 +85,16 @@ func (r *Runtime) ImageID(ctx context.Context, image string) (string, error) {
 }
 
 // Start creates a sandbox from spec and returns it once its REPL has answered the
-// handshake. The order matters: create, attach (before start, so no output is missed),
-// wait (so the exit code is known), start. ctx bounds the whole warm-up; on any failure
-// the container is removed with a context of its own.
+// handshake.
 func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := r.start(ctx, spec)
-	if err != nil {
-		return nil, err // not a nil *Sandbox in an interface
-	}
-	return sb, nil
+	return sandbox.Started(r.StartContainer(ctx, spec))
 }
 
 // StartContainer is Start with the container's own type, for tests and benchmarks that
-// measure a sandbox without kiln.
+// measure a sandbox without kiln. The order matters: create, attach (before start, so no
+// output is missed), wait (so the exit code is known), start. ctx bounds the whole
+// warm-up; on any failure the container is removed with a context of its own.
 func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
-	return r.start(ctx, spec)
-}
-
-func (r *Runtime) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
 	cfg, host := r.configs(spec, time.Now())
 	// The create is not cut short by ctx: a create the daemon carries out after its caller
 	// gave up would leave a container no one knows of. It is quick; ctx is checked after.
@@ -180,16 +175,11 @@ func (r *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var errs []error
-	n := 0
+	ids := make([]string, 0, len(list))
 	for _, ct := range list {
-		if err := r.Remove(ctx, ct.ID); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
+		ids = append(ids, ct.ID)
 	}
-	return n, errors.Join(errs...)
+	return sandbox.RemoveEach(ctx, ids, r.Remove)
 }
 
 // ShortID returns the first 12 characters of a container id, as Docker shows them and

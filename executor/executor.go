@@ -420,7 +420,7 @@ func (e *Executor) broken(sb sandbox.Sandbox, res *Result, err error) *Result {
 
 // exited maps a sandbox that died before answering to a status.
 func (e *Executor) exited(sb sandbox.Sandbox, res *Result) *Result {
-	// Room for the runtime's own wait for the out-of-memory flag (5 s on Docker).
+	// Room for the runtime's own wait for the out-of-memory flag (up to 5 s).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()

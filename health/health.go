@@ -14,9 +14,10 @@ import (
 	"github.com/kilnsh/kiln/pool"
 )
 
-// Daemon is what the checks need of the sandbox runtime (a sandbox.Runtime): that it
-// answers, and whether it has an image.
-type Daemon interface {
+// Runtime is what the checks need of the sandbox runtime (a sandbox.Runtime): its name
+// (the key of its part in /health/detailed), that it answers, and whether it has an image.
+type Runtime interface {
+	Name() string
 	Ping(ctx context.Context) error
 	ImageID(ctx context.Context, image string) (string, error)
 }
@@ -41,19 +42,16 @@ type Live interface {
 
 // Checker answers the health routes. Its fields are set once, by cmd/kiln.
 type Checker struct {
-	Daemon Daemon
-	// Backend names the runtime behind Daemon (docker or kubernetes): the key of its part
-	// in /health/detailed.
-	Backend  string
-	Pool     Pool
-	Executor Executor
-	Live     Live              // nil when live sessions are off
-	Image    string            // the first pool's sandbox image
-	Images   map[string]string // every pool's image, by pool name
-	Runtime  string            // what isolates sandboxes: the OCI runtime (runc, runsc) or the Pods' RuntimeClass
-	Repl     bool              // whether sandboxes run the warm REPL (else exec mode)
-	Store    string            // the session store: disk or redis
-	Auth     bool              // whether API keys are required
+	Runtime   Runtime
+	Pool      Pool
+	Executor  Executor
+	Live      Live              // nil when live sessions are off
+	Image     string            // the first pool's sandbox image
+	Images    map[string]string // every pool's image, by pool name
+	Isolation string            // what isolates sandboxes: the OCI runtime (runc, runsc) or the Pods' RuntimeClass
+	Repl      bool              // whether sandboxes run the warm REPL (else exec mode)
+	Store     string            // the session store: disk or redis
+	Auth      bool              // whether API keys are required
 }
 
 // Ready returns nil when kiln can serve executions, else why not.
@@ -61,11 +59,11 @@ func (c *Checker) Ready(ctx context.Context) error {
 	if c.Executor.Draining() {
 		return errors.New("shutting down")
 	}
-	if err := c.Daemon.Ping(ctx); err != nil {
-		return fmt.Errorf("%s does not answer: %v", c.backend(), err)
+	if err := c.Runtime.Ping(ctx); err != nil {
+		return fmt.Errorf("%s does not answer: %v", c.Runtime.Name(), err)
 	}
 	for _, image := range c.images() {
-		if _, err := c.Daemon.ImageID(ctx, image); err != nil {
+		if _, err := c.Runtime.ImageID(ctx, image); err != nil {
 			return fmt.Errorf("sandbox image: %v", err)
 		}
 	}
@@ -76,14 +74,6 @@ func (c *Checker) Ready(ctx context.Context) error {
 		return errors.New("no sandbox is ready yet")
 	}
 	return nil
-}
-
-// backend is Backend, docker when unset.
-func (c *Checker) backend() string {
-	if c.Backend == "" {
-		return "docker"
-	}
-	return c.Backend
 }
 
 // images lists every pool's image once, the first pool's first.
@@ -102,12 +92,12 @@ func (c *Checker) images() []string {
 func (c *Checker) Detailed(ctx context.Context) any {
 	status := "ok"
 	runtimeInfo := map[string]any{"ok": true}
-	if err := c.Daemon.Ping(ctx); err != nil {
+	if err := c.Runtime.Ping(ctx); err != nil {
 		runtimeInfo = map[string]any{"ok": false, "error": err.Error()}
 		status = "unhealthy"
 	}
 	imageInfo := map[string]any{"name": c.Image}
-	if id, err := c.Daemon.ImageID(ctx, c.Image); err != nil {
+	if id, err := c.Runtime.ImageID(ctx, c.Image); err != nil {
 		imageInfo["present"], imageInfo["error"] = false, err.Error()
 		status = "unhealthy"
 	} else {
@@ -127,7 +117,7 @@ func (c *Checker) Detailed(ctx context.Context) any {
 			"died": ps.Counts.Died, "last_error": ps.LastError,
 		}
 		if image := c.Images[p.Name]; image != "" && image != c.Image {
-			if _, err := c.Daemon.ImageID(ctx, image); err != nil {
+			if _, err := c.Runtime.ImageID(ctx, image); err != nil {
 				entry["image_error"] = err.Error()
 				status = "unhealthy"
 			}
@@ -139,15 +129,15 @@ func (c *Checker) Detailed(ctx context.Context) any {
 		containers = append(containers, map[string]any{"id": s.ID, "state": s.State, "age_seconds": s.Age.Round(time.Millisecond).Seconds()})
 	}
 	return map[string]any{
-		"status":    status,
-		c.backend(): runtimeInfo,
-		"image":     imageInfo,
+		"status":         status,
+		c.Runtime.Name(): runtimeInfo,
+		"image":          imageInfo,
 		"pool": map[string]any{
 			"target": st.Target, "ready": st.Ready, "warming": st.Warming, "in_use": st.InUse,
 			"waiting": st.Waiting, "kept": st.Kept, "created": st.Counts.Created, "failed": st.Counts.Failed,
 			"removed": st.Counts.Removed, "leaked": st.Counts.Leaked, "died": st.Counts.Died,
 			"last_error": st.LastError, "containers": containers,
-			"runtime": c.Runtime, "repl": c.Repl,
+			"runtime": c.Isolation, "repl": c.Repl,
 		},
 		"pools": pools,
 		"live":  c.live(),

@@ -12,10 +12,11 @@ import (
 	"github.com/kilnsh/kiln/pool"
 )
 
-type fakeDaemon struct{ pingErr, imageErr error }
+type fakeRuntime struct{ pingErr, imageErr error }
 
-func (d fakeDaemon) Ping(context.Context) error { return d.pingErr }
-func (d fakeDaemon) ImageID(context.Context, string) (string, error) {
+func (fakeRuntime) Name() string                 { return "docker" }
+func (d fakeRuntime) Ping(context.Context) error { return d.pingErr }
+func (d fakeRuntime) ImageID(context.Context, string) (string, error) {
 	return "sha256:abc", d.imageErr
 }
 
@@ -44,12 +45,12 @@ func TestReady(t *testing.T) {
 		wantErr  string // "" for ready
 		wantStat string // Detailed's status
 	}{
-		{"all well", Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "", "ok"},
-		{"draining", Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, full}, Executor: fakeExecutor(true)}, "shutting down", "ok"},
-		{"daemon away", Checker{Daemon: fakeDaemon{pingErr: errors.New("refused")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "docker does not answer: refused", "unhealthy"},
-		{"image missing", Checker{Daemon: fakeDaemon{imageErr: errors.New("not found")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "sandbox image: not found", "unhealthy"},
-		{"warm-ups fail", Checker{Daemon: fakeDaemon{}, Pool: fakePool{false, pool.Stats{Target: 2, LastError: "container create: boom"}}, Executor: fakeExecutor(false)}, "no sandbox can be warmed: container create: boom", "degraded"},
-		{"still warming", Checker{Daemon: fakeDaemon{}, Pool: fakePool{false, pool.Stats{Target: 2, Warming: 2}}, Executor: fakeExecutor(false)}, "no sandbox is ready yet", "degraded"},
+		{"all well", Checker{Runtime: fakeRuntime{}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "", "ok"},
+		{"draining", Checker{Runtime: fakeRuntime{}, Pool: fakePool{true, full}, Executor: fakeExecutor(true)}, "shutting down", "ok"},
+		{"daemon away", Checker{Runtime: fakeRuntime{pingErr: errors.New("refused")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "docker does not answer: refused", "unhealthy"},
+		{"image missing", Checker{Runtime: fakeRuntime{imageErr: errors.New("not found")}, Pool: fakePool{true, full}, Executor: fakeExecutor(false)}, "sandbox image: not found", "unhealthy"},
+		{"warm-ups fail", Checker{Runtime: fakeRuntime{}, Pool: fakePool{false, pool.Stats{Target: 2, LastError: "container create: boom"}}, Executor: fakeExecutor(false)}, "no sandbox can be warmed: container create: boom", "degraded"},
+		{"still warming", Checker{Runtime: fakeRuntime{}, Pool: fakePool{false, pool.Stats{Target: 2, Warming: 2}}, Executor: fakeExecutor(false)}, "no sandbox is ready yet", "degraded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +71,7 @@ func TestReady(t *testing.T) {
 
 func TestDetailedListsThePool(t *testing.T) {
 	c := Checker{
-		Daemon: fakeDaemon{}, Executor: fakeExecutor(false), Image: "kiln-python:latest", Runtime: "runc", Store: "disk", Auth: true,
+		Runtime: fakeRuntime{}, Executor: fakeExecutor(false), Image: "kiln-python:latest", Isolation: "runc", Store: "disk", Auth: true,
 		Pool: fakePool{true, pool.Stats{Target: 1, Ready: 1, Kept: 2, Sandboxes: []pool.SandboxInfo{{ID: "0123456789ab", State: "ready", Age: 1500 * time.Millisecond}}}},
 	}
 	d := c.Detailed(context.Background()).(map[string]any)
@@ -119,7 +120,7 @@ func TestDetailedLive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Checker{Daemon: fakeDaemon{}, Pool: fakePool{true, pool.Stats{}}, Executor: fakeExecutor(false), Live: tt.live}
+			c := Checker{Runtime: fakeRuntime{}, Pool: fakePool{true, pool.Stats{}}, Executor: fakeExecutor(false), Live: tt.live}
 			got := c.Detailed(context.Background()).(map[string]any)["live"]
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("live: got %#v, want %#v", got, tt.want)

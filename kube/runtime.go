@@ -29,7 +29,7 @@ import (
 	"github.com/kilnsh/kiln/sandbox"
 )
 
-// removeTimeout bounds the deletion of a Pod that failed to warm up.
+// removeTimeout bounds the create of a Pod, and the deletion of one that failed to warm up.
 const removeTimeout = 30 * time.Second
 
 // Name is the runtime's name (RUNTIME=kubernetes).
@@ -45,7 +45,7 @@ type Config struct {
 	Namespace string
 	// OwnerPod, when set, names the Pod kiln runs in, in Namespace: every sandbox Pod
 	// names it as its owner, so that the cluster's garbage collector deletes them when
-	// that Pod goes (a kiln Pod that died or was replaced leaves none behind). New checks
+	// that Pod goes (a kiln Pod that died or was replaced leaves none behind). Open checks
 	// that it exists there: an owner reference names a uid in the dependent's namespace,
 	// and one that does not resolve makes the collector delete the dependents at once.
 	OwnerPod string
@@ -97,6 +97,9 @@ var _ sandbox.Runtime = (*Runtime)(nil)
 // network when one is named, and starts watching this instance's Pods; it returns once
 // the watch has caught up, or fails within ctx.
 func Open(ctx context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	routeKlog(o.Log)
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if cfg.Kubeconfig != "" {
@@ -182,7 +185,7 @@ func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, n
 	c.pods = informer.Lister().Pods(ns)
 	c.factory = factory
 	factory.Start(c.stop)
-	for typ, ok := range factory.WaitForCacheSync(ctxDone(ctx)) {
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			_ = c.Close()
 			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrRuntime, typ, ns)
@@ -191,16 +194,10 @@ func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, n
 	return c, nil
 }
 
-// ctxDone adapts a context to the stop channel client-go's older calls take.
-func ctxDone(ctx context.Context) <-chan struct{} { return ctx.Done() }
-
 // selector selects this instance's sandbox Pods.
 func (c *Runtime) selector() string {
 	return labels.Set{sandbox.LabelManaged: "true", sandbox.LabelInstance: c.instance}.String()
 }
-
-// Namespace is where the sandbox Pods are.
-func (c *Runtime) Namespace() string { return c.ns }
 
 // Close stops the watch and waits for its goroutines. It is idempotent.
 func (c *Runtime) Close() error {
@@ -282,26 +279,19 @@ func (c *Runtime) pod(name string) *corev1.Pod {
 	return p
 }
 
-// Start creates a sandbox Pod from spec, waits for it to run, starts its REPL through the
-// API server's exec (WebSocket, or SPDY where the server does not speak it), greets it and
-// returns once it has answered ready. ctx bounds the whole warm-up: a Pod still
-// Pending (unschedulable, an image that cannot be had) when it ends is removed, and so is
-// one whose image or container cannot be made at all, at once.
+// Start creates a sandbox Pod from spec and returns it once its REPL has answered the
+// handshake.
 func (c *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := c.start(ctx, spec)
-	if err != nil {
-		return nil, err // not a nil *Sandbox in an interface
-	}
-	return sb, nil
+	return sandbox.Started(c.StartPod(ctx, spec))
 }
 
 // StartPod is Start with the Pod's own type, for tests and benchmarks that measure a
-// sandbox without kiln.
+// sandbox without kiln. It creates the Pod, waits for it to run, starts its REPL through
+// the API server's exec (WebSocket, or SPDY where the server does not speak it) and greets
+// it. ctx bounds the whole warm-up: a Pod still Pending (unschedulable, an image that
+// cannot be had) when it ends is removed, and so is one whose image or container cannot
+// be made at all, at once.
 func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
-	return c.start(ctx, spec)
-}
-
-func (c *Runtime) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
 	if spec.PerCall {
 		return nil, fmt.Errorf("%w: a REPL per call is not supported on Kubernetes: sandbox Pods run the warm REPL", kiln.ErrRuntime)
 	}
@@ -331,7 +321,7 @@ func (c *Runtime) start(ctx context.Context, spec sandbox.Spec) (*Sandbox, error
 	}
 	s.streams = openExec(ex)
 	s.Conn = sandbox.Open(s.streams, c.frames, c.log, created.Name)
-	if s.ready, err = s.Handshake(ctx); err != nil {
+	if _, err = s.Handshake(ctx); err != nil {
 		return fail(err)
 	}
 	c.mu.Lock()
@@ -515,19 +505,13 @@ func (c *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pod list: %w", err)
 	}
-	var errs []error
-	n := 0
+	var names []string
 	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
-			continue
+		if p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
 		}
-		if err := c.Remove(ctx, p.Name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
 	}
-	return n, errors.Join(errs...)
+	return sandbox.RemoveEach(ctx, names, c.Remove)
 }
 
 // EnsureNetworkPolicy makes sure the namespace holds the NetworkPolicy that closes the

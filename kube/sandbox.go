@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox"
 )
 
@@ -17,7 +16,6 @@ type Sandbox struct {
 
 	name    string
 	created time.Time
-	ready   protocol.Ready
 	rt      *Runtime
 	streams *execStreams
 
@@ -30,9 +28,6 @@ func (s *Sandbox) ID() string { return s.name }
 
 // Created returns when the Pod was created.
 func (s *Sandbox) Created() time.Time { return s.created }
-
-// Ready returns the handshake the REPL sent.
-func (s *Sandbox) Ready() protocol.Ready { return s.ready }
 
 // Exit reports how the REPL ended: its exit code, from the exec's status, and whether
 // the kernel's out-of-memory killer struck, from the container's memory cgroup (the REPL

@@ -4,5 +4,5 @@
 // bridge of `kiln mcp`, which forwards a client's calls to a running kiln.
 //
 // It speaks to session.Service the way package api does, never to the executor or
-// Docker, and it is the only importer of the MCP SDK.
+// a sandbox runtime, and it is the only importer of the MCP SDK.
 package mcp

@@ -65,17 +65,17 @@ func New() *Metrics {
 			"Requests for a warm sandbox by outcome: ok, timeout (none within the queue timeout), "+
 				"queue_full, closed (shutting down) or canceled (the caller left).", "outcome"),
 		created: f.counterVec("kiln_sandboxes_created_total",
-			"Sandbox containers that were created and became ready to serve, by pool.", "pool"),
+			"Sandboxes that were created and became ready to serve, by pool.", "pool"),
 		warmup: f.histogramVec("kiln_sandbox_warmup_duration_seconds",
-			"Time from creating a sandbox container to its REPL being ready, for successful warm-ups, by pool.",
+			"Time from creating a sandbox to its REPL being ready, for successful warm-ups, by pool.",
 			[]float64{.1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}, "pool"),
 		warmFailures: f.counterVec("kiln_sandbox_warmup_failures_total",
 			"Sandbox warm-ups that failed, by pool and reason: timeout (no ready frame in time), exited (the REPL "+
-				"died while starting), docker (the daemon refused or failed a create, attach or start), other.", "pool", "reason"),
+				"died while starting), docker (the runtime refused or failed a create, attach, exec or start), other.", "pool", "reason"),
 		removed: f.counter("kiln_sandboxes_removed_total",
-			"Sandbox containers removed after use, after dying, or at shutdown."),
+			"Sandboxes removed after use, after dying, or at shutdown."),
 		leaked: f.counter("kiln_sandboxes_leaked_total",
-			"Sandbox removals that failed: containers possibly left behind on the daemon; "+
+			"Sandbox removals that failed: sandboxes possibly left behind on the runtime; "+
 				"a restart of the same INSTANCE_ID removes them."),
 		httpRequests: f.counterVec("kiln_http_requests_total",
 			"HTTP requests by route pattern, method and status code.", "route", "method", "code"),

@@ -25,8 +25,8 @@ func TestWarmupReason(t *testing.T) {
 		{context.DeadlineExceeded, ReasonTimeout},
 		{fmt.Errorf("%w during warm-up: ImportError", kiln.ErrSandboxExited), ReasonExited},
 		{fmt.Errorf("%w: ready frame: unexpected EOF", kiln.ErrSandboxExited), ReasonExited},
-		{fmt.Errorf("%w: container create: No such image: kiln-python:latest", kiln.ErrRuntime), ReasonDocker},
-		{fmt.Errorf("pool: %w", fmt.Errorf("%w: container start: OCI runtime create failed", kiln.ErrRuntime)), ReasonDocker},
+		{fmt.Errorf("%w: container create: No such image: kiln-python:latest", kiln.ErrRuntime), ReasonRuntime},
+		{fmt.Errorf("pool: %w", fmt.Errorf("%w: container start: OCI runtime create failed", kiln.ErrRuntime)), ReasonRuntime},
 		// The wording alone does not count: only the sentinels do.
 		{errors.New("container create: sandbox exited"), ReasonOther},
 		{errors.New("something new"), ReasonOther},

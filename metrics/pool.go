@@ -15,7 +15,9 @@ import (
 const (
 	ReasonTimeout = "timeout"
 	ReasonExited  = "exited"
-	ReasonDocker  = "docker"
+	// ReasonRuntime: the runtime refused or failed an operation (kiln.ErrRuntime). Its
+	// value is "docker" on every runtime, as dashboards and alerts have always read it.
+	ReasonRuntime = "docker"
 	ReasonOther   = "other"
 )
 
@@ -25,7 +27,7 @@ var checkoutOutcomes = []string{"ok", "timeout", "queue_full", "closed", "cancel
 // Pool returns the pool.Observer of the pool with that name (a label value: POOLS
 // names few pools).
 func (m *Metrics) Pool(name string) pool.Observer {
-	for _, r := range []string{ReasonTimeout, ReasonExited, ReasonDocker, ReasonOther} {
+	for _, r := range []string{ReasonTimeout, ReasonExited, ReasonRuntime, ReasonOther} {
 		m.warmFailures.WithLabelValues(name, r)
 	}
 	return &poolObserver{m: m, name: name, created: m.created.WithLabelValues(name), warmup: m.warmup.WithLabelValues(name)}
@@ -91,7 +93,7 @@ func WarmupReason(err error) string {
 	case errors.Is(err, kiln.ErrSandboxExited):
 		return ReasonExited
 	case errors.Is(err, kiln.ErrRuntime):
-		return ReasonDocker
+		return ReasonRuntime
 	}
 	return ReasonOther
 }

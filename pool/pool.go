@@ -96,7 +96,7 @@ type Counts struct {
 	Created int64 // sandboxes that became ready
 	Failed  int64 // warm-ups that failed
 	Removed int64 // sandboxes removed
-	Leaked  int64 // removals that failed: containers possibly left behind
+	Leaked  int64 // removals that failed: sandboxes possibly left behind
 	Died    int64 // sandboxes that died while waiting in the pool
 }
 
@@ -283,7 +283,7 @@ func (p *Pool) removeLocked(sb sandbox.Sandbox) {
 }
 
 // Holds reports whether the sandbox with id is ready in the pool, checked out or kept.
-// A container of the pool's making that it does not hold, and that no warm-up can
+// A sandbox of the pool's making that it does not hold, and that no warm-up can
 // still be starting, is nobody's: see Config.WarmupTimeout.
 func (p *Pool) Holds(id string) bool {
 	p.mu.Lock()
@@ -312,9 +312,6 @@ func (p *Pool) Languages() ([]string, bool) {
 		return nil, false
 	}
 }
-
-// Learned is closed once a sandbox of the pool has said what it runs.
-func (p *Pool) Learned() <-chan struct{} { return p.learned }
 
 // learnLocked records what the first sandbox to become ready runs.
 func (p *Pool) learnLocked(sb sandbox.Sandbox) {

@@ -85,7 +85,7 @@ func (s *Set) Probe(ctx context.Context) {
 
 // Languages returns every language some pool serves, sorted (the caller must not
 // change the slice), and whether every pool has said what it serves. Every execution
-// asks, so the list is made again only when another pool has learned, not per call.
+// asks: the list is sorted again only when another pool has learned.
 func (s *Set) Languages() ([]string, bool) {
 	var all []string
 	known := 0
@@ -97,11 +97,11 @@ func (s *Set) Languages() ([]string, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if known != s.known {
+	if known > s.known { // a caller that saw fewer pools learned leaves a newer list as it is
 		slices.Sort(all)
 		s.all, s.known = slices.Compact(all), known
 	}
-	return s.all, known == len(s.members)
+	return s.all, s.known == len(s.members)
 }
 
 // member returns the index of the first pool that serves lang, or -1, and whether
@@ -118,20 +118,15 @@ func (s *Set) member(lang string) (int, bool) {
 	return -1, complete
 }
 
-// learned is closed once every pool has learned its languages, or when ctx ends.
-func (s *Set) learned(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, m := range s.members {
-			select {
-			case <-m.Pool.Learned():
-			case <-ctx.Done():
-				return
-			}
+// awaitLearned waits until every pool has learned its languages, or ctx ends.
+func (s *Set) awaitLearned(ctx context.Context) {
+	for _, m := range s.members {
+		select {
+		case <-m.Pool.learned:
+		case <-ctx.Done():
+			return
 		}
-	}()
-	return done
+	}
 }
 
 // Checkout hands out a ready sandbox of the first pool that serves lang, as
@@ -143,7 +138,7 @@ func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error
 	if i < 0 && !complete {
 		wctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
-		<-s.learned(wctx)
+		s.awaitLearned(wctx)
 		switch {
 		case ctx.Err() != nil:
 			return zero, ctx.Err()

@@ -58,6 +58,9 @@ type Conn struct {
 // Open starts reading the REPL's streams and returns at once: frames arrive as the REPL
 // sends them. id names the sandbox in the log.
 func Open(s Streams, lim FrameLimits, log *slog.Logger, id string) *Conn {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	c := &Conn{streams: s, id: id, frames: make(chan frame, frameQueue), done: make(chan struct{}), quit: make(chan struct{})}
 	go c.read(lim, log)
 	return c
@@ -87,7 +90,9 @@ func (c *Conn) read(lim FrameLimits, log *slog.Logger) {
 }
 
 // Close ends the connection: the streams, and any wait of its reader or writer. It is
-// idempotent.
+// idempotent. It does not wait for the reader, which ends once the runtime's Copy
+// returns: a runtime whose streams are slow to unwind (an exec through an API server)
+// must not hold up a removal.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		close(c.quit)
@@ -136,6 +141,8 @@ func (c *Conn) Send(ctx context.Context, msg net.Buffers) error {
 	select {
 	case <-c.done:
 		return kiln.ErrSandboxExited
+	case <-c.quit: // closed by someone else (a sandbox removed, a Pod deleted): its end is near
+		return kiln.ErrSandboxExited
 	default:
 		if errors.Is(err, kiln.ErrSandboxExited) {
 			return err
@@ -169,12 +176,11 @@ func (c *Conn) Receive(ctx context.Context) (protocol.Frame, error) {
 // last step on every runtime. Its errors wrap kiln.ErrSandboxExited (the REPL ended or
 // said something else, with the last line of its stderr) or kiln.ErrWarmupTimeout.
 func (c *Conn) Handshake(ctx context.Context) (protocol.Ready, error) {
-	if err := c.Send(ctx, protocol.EncodeHello("hello")); err != nil {
-		if ctx.Err() != nil {
-			return protocol.Ready{}, fmt.Errorf("%w: hello: %w", kiln.ErrWarmupTimeout, err)
-		}
-		return protocol.Ready{}, fmt.Errorf("%w: hello: %w (%s)", kiln.ErrSandboxExited, err, LastLine(c.Stderr()))
+	if err := c.Send(ctx, protocol.EncodeHello("hello")); err != nil && ctx.Err() != nil {
+		return protocol.Ready{}, fmt.Errorf("%w: hello: %w", kiln.ErrWarmupTimeout, err)
 	}
+	// A hello that could not be written (the REPL died at start) is told by the REPL's
+	// end: Receive waits for it, and its stderr, read to the end by then, says why.
 	f, err := c.Receive(ctx)
 	switch {
 	case errors.Is(err, kiln.ErrSandboxExited):

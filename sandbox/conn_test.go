@@ -430,3 +430,42 @@ func TestLastLine(t *testing.T) {
 		}
 	}
 }
+
+// A REPL that dies at start, before kiln's hello can be written, is told by its end: the
+// handshake waits for it and names the last line of its stderr, whatever the write said.
+func TestHandshakeHelloRefused(t *testing.T) {
+	died := make(chan struct{})
+	s := newScripted(func(_, stderr io.Writer) error {
+		<-died
+		time.Sleep(20 * time.Millisecond) // the traceback comes a moment after the pipe broke
+		_, err := io.WriteString(stderr, "repl_server.py: error: unrecognized arguments: --await-hello\n")
+		return err
+	})
+	s.stdin = writerFunc(func([]byte) (int, error) {
+		close(died)
+		return 0, io.ErrClosedPipe
+	})
+	c := open(t, s)
+	_, err := c.Handshake(context.Background())
+	if !errors.Is(err, kiln.ErrSandboxExited) || !strings.Contains(err.Error(), "unrecognized arguments: --await-hello") {
+		t.Errorf("Handshake: got %v, want kiln.ErrSandboxExited with the REPL's last line", err)
+	}
+}
+
+// A Send on a connection someone else closed (a sandbox removed, a Pod deleted) says the
+// sandbox exited, even while its streams are still unwinding.
+func TestSendAfterClose(t *testing.T) {
+	unwound := make(chan struct{})
+	s := newScripted(func(io.Writer, io.Writer) error {
+		<-unwound
+		return nil
+	})
+	s.stdin = writerFunc(func([]byte) (int, error) { return 0, io.ErrClosedPipe })
+	c := open(t, s)
+	c.Close()
+	err := c.Send(context.Background(), protocol.EncodeHello("h"))
+	close(unwound)
+	if !errors.Is(err, kiln.ErrSandboxExited) {
+		t.Errorf("Send after Close: got %v, want kiln.ErrSandboxExited", err)
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"time"
@@ -74,7 +75,7 @@ type Options struct {
 	Instance string
 	// Frames bound one frame from a sandbox.
 	Frames FrameLimits
-	Log    *slog.Logger
+	Log    *slog.Logger // nil discards the runtime's log
 	// Starved, when set, is called when the runtime cannot find room for a new sandbox
 	// and cannot see why: kiln then ends an idle live session's sandbox. A runtime that
 	// sees its own room (the local daemon, sized by LIVE_SESSIONS_MAX) never calls it.
@@ -86,4 +87,29 @@ type Options struct {
 type FrameLimits struct {
 	Header int
 	Binary int64
+}
+
+// Started returns a sandbox a runtime has just started as a Sandbox: nil, not a nil
+// pointer in an interface, when starting it failed. A runtime's Start is
+// sandbox.Started(its typed start).
+func Started[S Sandbox](sb S, err error) (Sandbox, error) {
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// RemoveEach removes the sandboxes with ids one by one, as a runtime's RemoveOrphans does,
+// and says how many it removed; the others' errors are joined.
+func RemoveEach(ctx context.Context, ids []string, remove func(ctx context.Context, id string) error) (int, error) {
+	var errs []error
+	n := 0
+	for _, id := range ids {
+		if err := remove(ctx, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

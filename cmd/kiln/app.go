@@ -166,8 +166,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Tokens:     tokens,
 		Sessions:   sessions,
 		Health: &health.Checker{
-			Daemon: rt, Backend: rt.Name(), Pool: m.pools, Executor: m.exec, Live: liveHealth,
-			Image: specs[0].Image, Images: poolImages(specs), Runtime: runtimeName(cfg), Repl: cfg.ReplEnabled,
+			Runtime: rt, Pool: m.pools, Executor: m.exec, Live: liveHealth,
+			Image: specs[0].Image, Images: poolImages(specs), Isolation: runtimeName(cfg), Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled() || tokens != nil,
 		},
 		Log:            m.log,

@@ -259,16 +259,11 @@ func (f *Fake) RemoveOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var errs []error
-	n := 0
+	ids := make([]string, 0, len(list))
 	for _, found := range list {
-		if err := f.Remove(ctx, found.ID); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
+		ids = append(ids, found.ID)
 	}
-	return n, errors.Join(errs...)
+	return sandbox.RemoveEach(ctx, ids, f.Remove)
 }
 
 // remove takes RemoveDelay (within ctx), kills the REPL, hangs up on it and drops the
