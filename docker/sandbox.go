@@ -47,9 +47,6 @@ type Sandbox struct {
 // ID returns the container's short id, as Docker shows it.
 func (s *Sandbox) ID() string { return ShortID(s.id) }
 
-// Created returns when the container was created.
-func (s *Sandbox) Created() time.Time { return s.created }
-
 // Ready returns the handshake the REPL sent at warm-up.
 func (s *Sandbox) Ready() protocol.Ready { return s.ready }
 

@@ -38,9 +38,6 @@ const Name = "kubernetes"
 // Config is what the Kubernetes runtime needs beyond sandbox.Options: where its Pods go,
 // and what of a Pod has no runtime-neutral word in sandbox.Spec.
 type Config struct {
-	// Kubeconfig is the kubeconfig file to use; "" reads $KUBECONFIG or ~/.kube/config,
-	// and, when neither exists, the service account of the Pod kiln runs in.
-	Kubeconfig string
 	// Namespace holds the sandbox Pods; "" is the kubeconfig's, or kiln's own Pod's.
 	Namespace string
 	// OwnerPod, when set, names the Pod kiln runs in, in Namespace: every sandbox Pod
@@ -101,10 +98,8 @@ func Open(ctx context.Context, o sandbox.Options, cfg Config) (*Runtime, error) 
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	routeKlog(o.Log)
+	// $KUBECONFIG, else ~/.kube/config, else the service account of the Pod kiln runs in.
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if cfg.Kubeconfig != "" {
-		rules.ExplicitPath = cfg.Kubeconfig
-	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	rc, err := loader.ClientConfig()
 	if err != nil {
@@ -306,7 +301,7 @@ func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, er
 	}
 	changed, unwatch := c.watch(created.Name)
 	defer unwatch()
-	s := &Sandbox{name: created.Name, created: time.Now(), rt: c}
+	s := &Sandbox{name: created.Name, rt: c}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/kilnsh/kiln/sandbox"
 )
@@ -15,7 +14,6 @@ type Sandbox struct {
 	*sandbox.Conn
 
 	name    string
-	created time.Time
 	rt      *Runtime
 	streams *execStreams
 
@@ -25,9 +23,6 @@ type Sandbox struct {
 
 // ID returns the Pod's name.
 func (s *Sandbox) ID() string { return s.name }
-
-// Created returns when the Pod was created.
-func (s *Sandbox) Created() time.Time { return s.created }
 
 // Exit reports how the REPL ended: its exit code, from the exec's status, and whether
 // the kernel's out-of-memory killer struck, from the container's memory cgroup (the REPL
