@@ -49,6 +49,7 @@ type report struct {
 	Faults         []faultRow                `json:"faults"`
 	Samples        []summary                 `json:"samples"`
 	SampleCount    int                       `json:"sample_count"`
+	Raw            []sample                  `json:"raw_samples"` // every reading, as taken: what a failed growth check is read against
 	Growth         []growth                  `json:"growth_checks"`
 	Settled        string                    `json:"not_settled_before_stop,omitempty"`
 	StopError      string                    `json:"stop_error,omitempty"`
@@ -81,7 +82,7 @@ func (r *result) finish(t *testing.T, dir string, env []string) {
 		Clients: r.plan.clients, OpsPerSec: r.plan.opsPerSec, Requests: len(r.requests), ByKind: tally(r.requests),
 		ChecksFailed: len(v.Failed), Failed: examples(v.Failed, r.began), Tolerated: v.Tolerated,
 		Verification: tally(r.verified.list()), VerifyFailed: len(vv.Failed), VerifyExamples: examples(vv.Failed, r.began),
-		Samples: summarize(r.samples, len(r.lives)), SampleCount: len(r.samples),
+		Samples: summarize(r.samples, len(r.lives)), SampleCount: len(r.samples), Raw: r.samples,
 		Growth:  checkGrowth(r.samples, r.lives, windows(r.faults)),
 		Settled: r.settled, StopError: r.stopErr, ContainersLeft: r.left, Enough: r.enough, Env: env}
 	rep.Sessions = rep.Verification["verify run"]["200 ok"]
@@ -187,7 +188,7 @@ func (rep *report) table() string {
 	for _, e := range rep.VerifyExamples {
 		fmt.Fprintf(&b, "- %s, %s: %s\n", e.Kind, e.Outcome, cell(clip(strings.Join(e.Problems, "; "), 400)))
 	}
-	fmt.Fprintf(&b, "\nkiln process samples (%d, every few seconds; RSS in MiB; goroutines less %d per live session's sandbox):\n\n", rep.SampleCount, goroutinesPerLive)
+	fmt.Fprintf(&b, "\nkiln process samples (%d, every few seconds; RSS in MiB; fds and goroutines less %d and %d per live session's sandbox):\n\n", rep.SampleCount, fdsPerLive, goroutinesPerLive)
 	b.WriteString("| kiln | metric | samples | first | min | max | last | first → last fault-free median (limit) |\n|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for i, s := range rep.Samples {
 		g := rep.Growth[i]

@@ -69,16 +69,21 @@ type metric struct {
 // through the load's own swings and catch a leak of one per request, or per sandbox.
 var metrics = []metric{
 	{"rss_mb", func(s sample) float64 { return float64(s.RSS) / (1 << 20) }, func(f float64) float64 { return max(64, f) }},
-	{"fds", func(s sample) float64 { return float64(s.FDs) }, func(f float64) float64 { return max(25, f/2) }},
-	// A live session's sandbox holds goroutinesPerLive goroutines (its stream's and its
-	// wait's) for as long as it is live, which is by design: the soak's sessions become
-	// live one by one. What grows beyond them is counted.
+	// A live session's sandbox holds fdsPerLive descriptors and goroutinesPerLive
+	// goroutines (its stream's and its wait's) for as long as it is live, which is by
+	// design: the soak's sessions become live one by one. What grows beyond them is counted.
+	{"fds", func(s sample) float64 { return float64(s.FDs - fdsPerLive*s.Live) }, func(f float64) float64 { return max(25, f/2) }},
 	{"goroutines", func(s sample) float64 { return float64(s.Goroutines - goroutinesPerLive*s.Live) }, func(f float64) float64 { return max(40, f/2) }},
 }
 
 // goroutinesPerLive is what one live session's sandbox holds: measured as 4 (25 goroutines
 // in an idle kiln, 65 with 10 live sessions).
 const goroutinesPerLive = 4
+
+// fdsPerLive is what one live session's sandbox holds open on Docker: its attach
+// connection and its wait request, measured as 2 (13 descriptors in an idle kiln with a
+// pool of one, 25 with 6 live sessions).
+const fdsPerLive = 2
 
 // warmUp is how long after a kiln starts its samples are left out of the growth check.
 const warmUp = 5 * time.Second
