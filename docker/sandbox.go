@@ -37,6 +37,8 @@ type Sandbox struct {
 	execID   string
 	execExit int // the exit code of the exec'd REPL, -1 if unknown
 
+	egress func(net.Conn) // per call: what Egress set, for the exec'd REPL's connection
+
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
 
@@ -65,8 +67,22 @@ func (s *Sandbox) Send(ctx context.Context, frame net.Buffers) error {
 			return err
 		}
 		s.execConn, s.execID = conn, id
+		conn.Egress(s.egress)
 	}
 	return s.execConn.Send(ctx, frame)
+}
+
+// Egress routes the REPL's outgoing connections to serve: the warm REPL's, or, per
+// call, the exec'd one's once it runs.
+func (s *Sandbox) Egress(serve func(net.Conn)) {
+	if !s.perCall {
+		s.Conn.Egress(serve)
+		return
+	}
+	s.egress = serve
+	if s.execConn != nil {
+		s.execConn.Egress(serve)
+	}
 }
 
 // Receive returns the next frame the REPL sent.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -141,6 +142,9 @@ type Request struct {
 	// stopped, until Continue answers them or Limits.ToolResultTimeout passes.
 	Tools       []protocol.Tool
 	OnToolCalls func(ToolCalls)
+	// Egress serves the connections the code opens out of the sandbox while it runs
+	// (Sandbox.Egress); nil refuses them.
+	Egress func(net.Conn)
 
 	// validated is set by Validate, so that Run does not check the same request twice
 	// (decompressing a large state costs milliseconds). What a caller adds afterwards
@@ -332,6 +336,9 @@ func (e *Executor) run(ctx context.Context, sb sandbox.Sandbox, req Request, res
 		req.OnStart()
 	}
 
+	// The code's connections are served for as long as it runs, and cut when it ends.
+	sb.Egress(req.Egress)
+	defer sb.Egress(nil)
 	execStart := time.Now()
 	// The hard deadline does not depend on the run's cancellation, which ctx carries:
 	// a cancelled run is interrupted first, and killed only after the interrupt grace.

@@ -53,6 +53,11 @@ type Conn struct {
 	stderr    protocol.Tail
 	err       error // why the streams ended, nil for a clean end; set before done closes
 	ready     protocol.Ready
+	log       *slog.Logger
+
+	tunnelMu sync.Mutex
+	serve    func(net.Conn)     // where the REPL's outgoing connections go: see Egress
+	tunnels  map[uint32]*tunnel // the open ones, by the REPL's number
 }
 
 // Open starts reading the REPL's streams and returns at once: frames arrive as the REPL
@@ -61,7 +66,7 @@ func Open(s Streams, lim FrameLimits, log *slog.Logger, id string) *Conn {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{streams: s, id: id, frames: make(chan frame, frameQueue), done: make(chan struct{}), quit: make(chan struct{})}
+	c := &Conn{streams: s, id: id, frames: make(chan frame, frameQueue), done: make(chan struct{}), quit: make(chan struct{}), log: log}
 	go c.read(lim, log)
 	return c
 }
@@ -71,12 +76,17 @@ func (c *Conn) read(lim FrameLimits, log *slog.Logger) {
 	parser := protocol.NewParser(lim.Header, lim.Binary)
 	// The parser hands each frame over whole: nothing of it is copied again.
 	stdout := parser.Writer(func(f protocol.Frame, err error) {
+		if err == nil && protocol.IsNet(f) {
+			c.onNet(f) // the code's connections, beside the request's frames
+			return
+		}
 		select {
 		case c.frames <- frame{Frame: f, err: err}:
 		case <-c.quit:
 		}
 	})
 	err := c.streams.Copy(stdout, &c.stderr)
+	c.Egress(nil) // no connection outlives the channel it travelled on
 	select {
 	case <-c.quit:
 		err = nil // we closed it: the normal end

@@ -28,6 +28,10 @@ type Sandbox interface {
 	// Exit reports how a REPL whose stream ended exited: its exit code (-1 when unknown)
 	// and whether the kernel's out-of-memory killer struck. It waits within ctx.
 	Exit(ctx context.Context) (code int, oomKilled bool, err error)
+	// Egress routes the connections the code opens out of the sandbox (through the REPL's
+	// proxy port, over its channel) to serve, each in a goroutine of its own, for the
+	// request about to be sent; nil refuses them, and a change cuts those still open.
+	Egress(serve func(net.Conn))
 	// Done is closed when the sandbox has died: its REPL ended, or its stream broke.
 	Done() <-chan struct{}
 	// Remove kills and removes the sandbox. It is idempotent, and must be given a context
