@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
@@ -34,6 +35,8 @@ type execRequest struct {
 	// RuntimeSessionHint is LibreChat's name for a conversation's runtime: the same hint
 	// from the same caller continues the same session.
 	RuntimeSessionHint string `json:"runtime_session_hint"`
+	// Network narrows the operator's egress policy for this call (false shuts it).
+	Network *egress.Network `json:"network"`
 }
 
 type fileRef struct {
@@ -193,7 +196,8 @@ func setState(out *execResponse, state []byte) {
 // new one that only keeps the run's files; the state travels in the request and
 // response bodies.
 func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (session.ExecRequest, error) {
-	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, RuntimeHint: req.RuntimeSessionHint, Stateless: stateless}
+	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, RuntimeHint: req.RuntimeSessionHint, Stateless: stateless,
+		Network: req.Network}
 	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
 		sreq.SessionID = req.SessionID // a malformed id is as unknown as a missing one
 	}

@@ -26,7 +26,7 @@ import (
 func caller(r *http.Request, user string) session.Caller {
 	ri := info(r)
 	if ri.user != "" {
-		return session.Caller{Key: ri.owner, User: ri.user, Proven: true} // the token's user, whatever the body says
+		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: true} // the token's user, whatever the body says
 	}
 	if user == "" {
 		user = r.Header.Get("User-Id")

@@ -12,7 +12,7 @@ import (
 // user id header of its own.
 func CallerFrom(ctx context.Context) session.Caller {
 	if ri, ok := ctx.Value(keyRequest).(*reqInfo); ok {
-		return session.Caller{Key: ri.owner, User: ri.user, Proven: ri.user != ""}
+		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: ri.user != ""}
 	}
 	return session.Caller{}
 }

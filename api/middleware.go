@@ -30,6 +30,7 @@ type reqInfo struct {
 	log       *slog.Logger
 	owner     string // the caller's key fingerprint, or the token's tenant (jwtOwner); "" when auth is off
 	user      string // the user a verified token named; "" for an API key
+	tenant    string // the tenant a verified token named; "" for an API key
 	poolWait  time.Duration
 	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
 	// runOver frees what the request holds of the caller's budget once its run is
@@ -264,7 +265,7 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 		if s.tokens != nil && looksSigned(cred) {
 			p, err := s.tokens.Verify(cred)
 			if err == nil {
-				ri.owner, ri.user = jwtOwner(p.Tenant), p.Subject
+				ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
 				ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
 				next.ServeHTTP(w, r)
 				return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/protocol"
@@ -38,8 +39,9 @@ type ptcRequest struct {
 	Files     []fileRef       `json:"files"`
 	Timeout   *int64          `json:"timeout"`
 	OnError   string          `json:"on_error"`
-	// RuntimeSessionHint: see execRequest.
-	RuntimeSessionHint string `json:"runtime_session_hint"`
+	// RuntimeSessionHint and Network: see execRequest.
+	RuntimeSessionHint string          `json:"runtime_session_hint"`
+	Network            *egress.Network `json:"network"`
 
 	ContinuationToken string                `json:"continuation_token"`
 	ToolResults       []protocol.ToolResult `json:"tool_results"`
@@ -87,7 +89,8 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ereq := execRequest{Code: req.Code, Lang: req.Lang, Args: req.Args, SessionID: req.SessionID,
-		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout, OnError: req.OnError, RuntimeSessionHint: req.RuntimeSessionHint}
+		EntityID: req.EntityID, UserID: req.UserID, Files: req.Files, Timeout: req.Timeout, OnError: req.OnError, RuntimeSessionHint: req.RuntimeSessionHint,
+		Network: req.Network}
 	xreq, err := toExecRequest(&ereq)
 	if err != nil {
 		writeError(w, r, err)

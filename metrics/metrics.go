@@ -35,6 +35,9 @@ type Metrics struct {
 	httpDuration *prometheus.HistogramVec
 	forwards     *prometheus.CounterVec
 
+	egress      *prometheus.CounterVec // by decision
+	egressBytes *prometheus.CounterVec // by direction
+
 	recent *ring
 }
 
@@ -86,6 +89,12 @@ func New() *Metrics {
 			"Requests that crossed replicas, by route pattern and how: to_owner (this replica sent it to the replica "+
 				"that holds its session or run), from_replica (another replica sent it here), owner_unreachable "+
 				"(the owner could not be reached, so this replica served it).", "route", "how"),
+		egress: f.counterVec("kiln_egress_connections_total",
+			"Connections and plain HTTP requests from sandboxes through the egress proxy, by decision: allowed, or why "+
+				"they were refused or cut (off, host, address, metadata, connections, bytes, sni, ended, malformed, "+
+				"resolve, dial, timeout).", "decision"),
+		egressBytes: f.counterVec("kiln_egress_bytes_total",
+			"Bytes carried by the egress proxy: up from sandboxes to the hosts they reached, down back to them.", "direction"),
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero, so that rates and alerts see every series
@@ -101,6 +110,12 @@ func New() *Metrics {
 	}
 	for _, o := range checkoutOutcomes {
 		m.checkouts.WithLabelValues(o)
+	}
+	for _, d := range egressDecisions {
+		m.egress.WithLabelValues(d)
+	}
+	for _, d := range []string{"up", "down"} {
+		m.egressBytes.WithLabelValues(d)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/store"
@@ -43,6 +44,9 @@ type ExecRequest struct {
 	// sandbox, its output, and each figure it shows, stored in the session at once.
 	// It is called on the request's goroutine and must not block for long.
 	Events func(Event)
+	// Network is the request's field "network": it narrows the operator's egress policy
+	// for this call, or shuts it; nil keeps the policy as it is.
+	Network *egress.Network
 }
 
 // ExecResult is what an execution did, with the session it used and the files it
@@ -151,6 +155,16 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		req.Request.ExecutionID = kiln.NewID()
 	}
 
+	if s.egress != nil {
+		serve, end, err := s.egress.Open(egressCall(c, lv.sid, req.Network))
+		if err != nil {
+			s.settleFailed(run)
+			return nil, kiln.Errorf(kiln.CodeInvalid, "%v", err)
+		}
+		defer end()
+		req.Request.Egress = serve
+	}
+
 	res, err := s.run.Run(ctx, req.Request)
 	if err != nil {
 		s.settleFailed(run)
@@ -165,6 +179,21 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	out.RuntimeStatus = run.status
 	s.settle(run, req, res, out, in.ids)
 	return out, nil
+}
+
+// egressCall names a call for the egress policy: the policy file's tenant or key, and
+// the caller and session for the audit.
+func egressCall(c Caller, sid string, n *egress.Network) egress.Call {
+	call := egress.Call{Tenant: c.Tenant, Caller: c.Key, Session: sid, Network: n}
+	if c.Tenant != "" {
+		call.Caller = "tenant " + c.Tenant
+	} else {
+		call.Key = c.Key
+	}
+	if c.User != "" {
+		call.Caller += " user " + c.User
+	}
+	return call
 }
 
 // keep stores what a run produced in its session (a new one when the run has none

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"net"
 	"path"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/store"
@@ -32,12 +34,21 @@ func (f RunnerFunc) Run(ctx context.Context, req executor.Request) (*executor.Re
 	return f(ctx, req)
 }
 
+// Egress opens the way out of the sandbox for one call: how its connections are served,
+// and the end of its scope.
+type Egress interface {
+	Open(c egress.Call) (serve func(net.Conn), end func(), err error)
+}
+
 // Caller is who asks: the fingerprint of their API key ("" when auth is off) and the
 // user id their client named, if any; or, for a signed identity (a LibreChat token), its
 // tenant as Key and its subject as User, with Proven set.
 type Caller struct {
 	Key  string
 	User string
+	// Tenant is the tenant a signed token named (Key is made from it); empty for a key's
+	// callers. The egress policy file picks entries by it.
+	Tenant string
 	// Proven says the user was verified (a signed token), not named by the client: such
 	// a caller sees only what is its user's, exactly.
 	Proven bool
@@ -86,6 +97,9 @@ type Config struct {
 	// Continue answers the tool calls the running execution id of owner waits on
 	// (executor.Executor.Continue).
 	Continue func(id, owner, token string, results []protocol.ToolResult) error
+	// Egress opens each call's way out of its sandbox (egress.Gate); nil leaves
+	// sandboxes without one.
+	Egress Egress
 	// Live keeps sessions' sandboxes between their calls; nil turns live sessions off.
 	Live *Live
 	// TurnWait is how long a call waits for its session's turn (another call of the
@@ -105,6 +119,7 @@ type Service struct {
 	cancel     func(id, owner string) error
 	resume     func(id, owner, token string, results []protocol.ToolResult) error
 	live       *Live
+	egress     Egress
 	turns      turns
 	turnWait   time.Duration
 	retryAfter int
@@ -121,7 +136,7 @@ func New(cfg Config) *Service {
 	cfg.RetryAfter = max(cfg.RetryAfter, 1)
 	return &Service{
 		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
-		resume: cfg.Continue, live: cfg.Live, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
+		resume: cfg.Continue, live: cfg.Live, egress: cfg.Egress, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
 		limits: cfg.Limits, log: cfg.Log, now: time.Now,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/health"
 	"github.com/kilnsh/kiln/live"
@@ -36,7 +37,9 @@ type Main struct {
 
 	runtime sandbox.Runtime
 	pools   *pool.Set
-	live    *session.Live // nil when LIVE_SESSIONS is off
+	// egressProxy serves the sandboxes' connections; nil when egress is off.
+	egressProxy *egress.Proxy
+	live        *session.Live // nil when LIVE_SESSIONS is off
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
@@ -119,7 +122,15 @@ func (m *Main) Run(ctx context.Context) error {
 		met.WatchLive(m.live)
 		liveHealth = m.live
 	}
+	var gate session.Egress // nil when off, not a nil *egress.Gate
+	if cfg.egress.On() {
+		var g *egress.Gate
+		g, m.egressProxy = newGate(cfg.egress, met, m.log)
+		gate = g
+		m.log.Info("egress is on: sandboxes reach what the policy allows through kiln's proxy")
+	}
 	sessions := session.New(session.Config{
+		Egress:     gate,
 		Store:      m.store,
 		Runner:     met.Observe(m.exec),
 		Validate:   m.exec.Validate,
@@ -239,6 +250,9 @@ func (m *Main) Close(ctx context.Context) error {
 				_ = m.server.Close()
 			}
 			cancel()
+		}
+		if m.egressProxy != nil {
+			_ = m.egressProxy.Close() // every call has ended: nothing of theirs is left open
 		}
 		if m.stopBg != nil {
 			m.stopBg()

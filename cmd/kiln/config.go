@@ -145,6 +145,9 @@ type Config struct {
 	MaxConcurrentPerKey int `envconfig:"MAX_CONCURRENT_PER_KEY" default:"0"`
 	// MCPIdleMinutes closes an MCP session (/mcp) that has seen no request for so long.
 	MCPIdleMinutes int `envconfig:"MCP_IDLE_MINUTES" default:"30"`
+
+	EgressConfig
+	egress *egressSetup // parsed from EgressConfig by LoadConfig
 }
 
 // LoadConfig reads the environment and checks every value, naming the variable at
@@ -172,6 +175,10 @@ func LoadConfig() (Config, error) {
 			host = "kiln"
 		}
 		c.InstanceID = host
+	}
+	var err error
+	if c.egress, err = c.parseEgress(); err != nil {
+		return c, err
 	}
 	c.derive()
 	if c.LiveSessionsMax == 0 {

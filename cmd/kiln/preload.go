@@ -43,7 +43,7 @@ func parsePreload(v string) (string, error) {
 // sandboxEnv is the sandbox environment for a PRELOAD_MODULES value already checked and
 // the warm heap's size: nil (the default environment) when every group is pre-imported
 // and no heap is warmed.
-func sandboxEnv(preload string, warmHeapMB int64) []string {
+func sandboxEnv(preload string, warmHeapMB int64, extra ...string) []string {
 	var env []string
 	if p, err := parsePreload(preload); err == nil && p != "" {
 		env = append(env, sandbox.PreloadVar+"="+p)
@@ -51,5 +51,5 @@ func sandboxEnv(preload string, warmHeapMB int64) []string {
 	if warmHeapMB > 0 {
 		env = append(env, sandbox.WarmHeapVar+"="+strconv.FormatInt(warmHeapMB, 10))
 	}
-	return sandbox.WithEnv(env...)
+	return sandbox.WithEnv(append(env, extra...)...)
 }

@@ -90,7 +90,7 @@ func (m *Main) spec(image string) sandbox.Spec {
 	}
 	return sandbox.Spec{
 		Image:     image,
-		Env:       sandboxEnv(c.PreloadModules, warmHeap),
+		Env:       sandboxEnv(c.PreloadModules, warmHeap, c.egressEnv(c.egress)...),
 		MemoryMB:  c.SandboxMemoryMB + warmHeap,
 		MilliCPU:  int64(c.SandboxCPUs * 1000),
 		PidsLimit: c.SandboxPidsLimit,

@@ -11,7 +11,7 @@ import functools
 import os
 import queue
 import threading
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from kiln_repl.framing import FdSource, FrameReader, Refused, read_request, write_frame
 from kiln_repl.interrupts import Interrupter
@@ -35,6 +35,8 @@ class Channel:
         self._requests: queue.SimpleQueue[Request | Refused | None] = queue.SimpleQueue()
         # Tool results, for the run waiting on them (tools).
         self.tool_results: queue.SimpleQueue[Request] = queue.SimpleQueue()
+        # Where net frames go: the egress forwarder, when the host turned egress on.
+        self.net: Callable[[int, str, int, memoryview], None] | None = None
 
     def start(self) -> None:
         """Starts the reader thread. It ends at end of file, which next_request then returns as
@@ -57,6 +59,10 @@ class Channel:
                 if isinstance(request, Request) and request.op == "interrupt":
                     self._interrupter.interrupt(request.id)
                     continue  # never answered
+                if isinstance(request, Request) and request.op == "net":
+                    if self.net is not None:
+                        self.net(request.conn, request.net, request.n, request.data)
+                    continue  # carried, never answered
                 if isinstance(request, Request) and request.op == "tool_results":
                     self.tool_results.put(request)
                     continue  # never answered either

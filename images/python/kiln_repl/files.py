@@ -12,6 +12,9 @@ from typing import Iterator
 
 from kiln_repl.protocol import InputFile, Limits, OutputFile
 
+# The REPL's own place in the working directory (what pip installs in a session): never an
+# output, never listed.
+PRIVATE_DIR = ".kiln"
 NAMES_LISTED_MAX = 20  # file names listed per kind of skip; the rest are counted
 
 Snapshot = dict[str, tuple[int, int, int]]
@@ -103,8 +106,10 @@ def walk_regular_files(data_dir: str) -> Iterator[tuple[str, str, int, os.stat_r
     then its subdirectories sorted by name.
     """
     for dirpath, dirnames, filenames, dir_fd in os.fwalk(data_dir, follow_symlinks=False):
-        dirnames.sort()
         prefix = os.path.relpath(dirpath, data_dir)
+        if prefix == ".":
+            dirnames[:] = [name for name in dirnames if name != PRIVATE_DIR]
+        dirnames.sort()
         for name in sorted(filenames):
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

@@ -77,6 +77,10 @@ class Request:
     live: bool = False  # the sandbox goes on serving its session (a live session)
     state_base: str = ""  # the state_token of the capture the host holds, if it holds one
     delete_files: list[str] = field(default_factory=list)  # paths to remove before the run
+    conn: int = 0  # net: the connection of the code's the frame is about (kiln_repl.egress)
+    net: str = ""  # net: what it says: data, eof, close or ack
+    n: int = 0  # net: ack's count of bytes delivered
+    data: memoryview = NO_BYTES  # net: data's bytes, the one payload
 
 
 class BadRequest(Exception):
@@ -189,8 +193,10 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
         raise BadRequest(f"request is not JSON: {exc}") from None
     request_id = expect(message.get("id", ""), str, "id")
     op = message.get("op", "exec")
-    if op not in ("exec", "ping", "hello", "interrupt", "tool_results"):
+    if op not in ("exec", "ping", "hello", "interrupt", "tool_results", "net"):
         raise BadRequest(f"unknown op {op!r}")
+    if op == "net":
+        return parse_net(message, binary)
     lang = message.get("lang") or "python"
     if not isinstance(lang, str) or lang not in languages:
         raise BadRequest(f"unknown lang {lang!r}")
@@ -220,6 +226,23 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
                    capture_state=capture_state, timeout_ms=timeout_ms, files=files, limits=limits,
                    events=events, figures=figures, tools=tools, live=live, state_base=state_base,
                    delete_files=delete_files)
+
+
+NET_OPS = ("data", "eof", "close", "ack")
+
+
+def parse_net(message: dict[str, Any], binary: int) -> Request:
+    """A net frame: one of the code's connections, from the host's side."""
+    if expect(message["binary"], int, "binary") != binary:
+        raise BadRequest("binary is given twice")
+    net = message.get("net")
+    if net not in NET_OPS:
+        raise BadRequest(f"unknown net {net!r}")
+    conn = expect_size(message.get("conn", 0), "conn")
+    n = expect_size(message.get("n") or 0, "n")
+    if (net == "data") != (binary > 0) or binary > 256 << 10:
+        raise BadRequest(f"net {net} with {binary} bytes of data")
+    return Request(id="", op="net", conn=conn, net=net, n=n)
 
 
 def parse_state(value: Any) -> int | None:
@@ -273,6 +296,8 @@ def attach_payloads(request: Request, payload: bytearray) -> Request:
     """The request with its state and files' contents as slices of payload, which is exactly
     as long as the sizes add up to (parse_request checked them)."""
     view = memoryview(payload)
+    if request.op == "net":
+        return replace(request, data=view)
     if request.op == "tool_results":
         return replace(request, results=view)
     state = None

@@ -28,6 +28,7 @@ from typing import Any
 
 from kiln_repl.capture import Capture, StdStreams, decode_output
 from kiln_repl.channel import Channel
+from kiln_repl.egress import site_packages, start_forwarder
 from kiln_repl.events import EventStream
 from kiln_repl.figures import FIGURES
 from kiln_repl.files import (PathRefused, Snapshot, collect_files, is_within, remove_file, snapshot,
@@ -68,6 +69,10 @@ class Server:
         self.programs.update((language.name, language) for language in load_table(languages_table, logger))
         self.languages = ["python", *self.programs]
         self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
+        # Before the pre-imports, so that what they start sees the proxy's variables.
+        self.forwarder = start_forwarder(self.channel.send, logger, data_dir)
+        if self.forwarder is not None:
+            self.channel.net = self.forwarder.deliver
         self.pid = os.getpid()
         # The user's namespace is a module's, installed as __main__ (as IPython does): what
         # pickles or looks up by module name (pickle, unittest.main, dataclasses) finds the
@@ -95,6 +100,12 @@ class Server:
         # other processes through PYTHONPATH (see the Dockerfile), goes: the package is loaded,
         # and its modules are found through its own __path__ from now on.
         sys.path[:] = [data_dir, *(path for path in sys.path[1:] if path != SERVER_HOME)]
+        if self.forwarder is not None:
+            # What pip installs in the session comes before the image's packages, as a user
+            # site does; the directory exists from the start so that imports look there.
+            packages = site_packages(data_dir)
+            os.makedirs(packages, exist_ok=True)
+            sys.path.insert(1, packages)
         self.stdout = Capture(1, logger)
         self.stderr = Capture(2, logger)
         self.stdout.attach()

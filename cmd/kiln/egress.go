@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/kilnsh/kiln/egress"
+	"github.com/kilnsh/kiln/metrics"
+)
+
+// EgressConfig is the operator's egress: off unless EGRESS_ALLOW or a policy file says
+// what sandboxes may reach (docs/security.md, docs/operations.md).
+type EgressConfig struct {
+	Allow          string `envconfig:"EGRESS_ALLOW"`
+	Resolve        string `envconfig:"EGRESS_RESOLVE"`
+	AllowPrivate   string `envconfig:"EGRESS_ALLOW_PRIVATE"`
+	MaxConnections int    `envconfig:"EGRESS_MAX_CONNECTIONS"`
+	MaxBytes       int64  `envconfig:"EGRESS_MAX_BYTES"`
+	PolicyFile     string `envconfig:"EGRESS_POLICY_FILE"`
+	// CABundle is PEM text, or the path of a file of it: CAs the sandboxes trust beside
+	// the system's (a company's proxy, an internal index).
+	CABundle string `envconfig:"EGRESS_CA_BUNDLE"`
+	// The package indexes the sandboxes' installers use, passed on as they are set.
+	PipIndexURL      string `envconfig:"PIP_INDEX_URL"`
+	PipExtraIndexURL string `envconfig:"PIP_EXTRA_INDEX_URL"`
+	PipTrustedHost   string `envconfig:"PIP_TRUSTED_HOST"`
+	NpmRegistry      string `envconfig:"NPM_CONFIG_REGISTRY"`
+}
+
+// egressSetup is the egress configuration, parsed and checked.
+type egressSetup struct {
+	base egress.Policy
+	file *egress.Policies
+	ca   string // PEM
+}
+
+// On reports whether sandboxes get a way out at all: something is allowed somewhere.
+func (e *egressSetup) On() bool { return e != nil && (!e.base.Off() || e.file != nil) }
+
+// parseEgress reads the egress variables and the files they name.
+func (c EgressConfig) parseEgress() (*egressSetup, error) {
+	base, err := egress.ParsePolicy(egress.Settings{
+		Allow: egress.SplitList(c.Allow), Resolve: egress.SplitList(c.Resolve),
+		AllowPrivate: egress.SplitList(c.AllowPrivate), MaxConnections: c.MaxConnections, MaxBytes: c.MaxBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &egressSetup{base: base}
+	if c.PolicyFile != "" {
+		data, err := os.ReadFile(c.PolicyFile)
+		if err != nil {
+			return nil, fmt.Errorf("EGRESS_POLICY_FILE: %w", err)
+		}
+		if e.file, err = egress.ParsePolicies(data); err != nil {
+			return nil, fmt.Errorf("EGRESS_POLICY_FILE %s: %w", c.PolicyFile, err)
+		}
+	}
+	if ca := strings.TrimSpace(c.CABundle); ca != "" {
+		if !strings.HasPrefix(ca, "-----BEGIN") {
+			data, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("EGRESS_CA_BUNDLE: neither PEM text nor a file: %w", err)
+			}
+			ca = strings.TrimSpace(string(data))
+		}
+		if !strings.Contains(ca, "-----BEGIN CERTIFICATE-----") {
+			return nil, fmt.Errorf("EGRESS_CA_BUNDLE: no PEM certificate in it")
+		}
+		e.ca = ca + "\n"
+	}
+	return e, nil
+}
+
+// egressEnv is what egress adds to the sandboxes' environment: the switch that opens
+// the REPL's proxy port, the CAs, and the package indexes.
+func (c EgressConfig) egressEnv(e *egressSetup) []string {
+	if !e.On() {
+		return nil
+	}
+	env := []string{"KILN_EGRESS=1"}
+	if e.ca != "" {
+		env = append(env, "KILN_EGRESS_CA="+e.ca)
+	}
+	for _, v := range [][2]string{
+		{"PIP_INDEX_URL", c.PipIndexURL}, {"PIP_EXTRA_INDEX_URL", c.PipExtraIndexURL},
+		{"PIP_TRUSTED_HOST", c.PipTrustedHost}, {"NPM_CONFIG_REGISTRY", c.NpmRegistry},
+	} {
+		if v[1] != "" {
+			env = append(env, v[0]+"="+v[1])
+		}
+	}
+	return env
+}
+
+// newGate starts the egress proxy for e, whose every decision is logged and counted.
+func newGate(e *egressSetup, met *metrics.Metrics, log *slog.Logger) (*egress.Gate, *egress.Proxy) {
+	p := egress.New(egress.Options{
+		Logger: log,
+		Audit: func(r egress.Record) {
+			met.Egress(string(r.Decision.Code), r.BytesUp, r.BytesDown)
+			level := slog.LevelInfo
+			if !r.Decision.Allowed() {
+				level = slog.LevelWarn
+			}
+			log.Log(context.Background(), level, "egress", "caller", r.Caller, "session", r.Session, "method", r.Method,
+				"host", r.Host, "port", r.Port, "addr", r.Addr.String(), "decision", string(r.Decision.Code),
+				"reason", r.Decision.Reason, "status", r.Status, "bytes_up", r.BytesUp, "bytes_down", r.BytesDown,
+				"duration_ms", r.Duration.Milliseconds(), "err", r.Err)
+		},
+	})
+	return egress.NewGate(p, e.base, e.file), p
+}

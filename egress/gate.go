@@ -1,0 +1,41 @@
+package egress
+
+import (
+	"net"
+)
+
+// Gate is kiln's egress as a call sees it: the proxy, the environment's policy, and the
+// policy file's overrides. It picks each call's policy and opens its scope.
+type Gate struct {
+	proxy *Proxy
+	base  Policy
+	file  *Policies
+}
+
+// NewGate returns a gate that serves calls on p under base, overridden per tenant or key
+// by file (nil for none).
+func NewGate(p *Proxy, base Policy, file *Policies) *Gate {
+	return &Gate{proxy: p, base: base, file: file}
+}
+
+// Call is who makes a call and what it asked for.
+type Call struct {
+	Tenant  string // the tenant of a signed token; empty for an API key's caller
+	Key     string // the fingerprint of the caller's API key, as the policy file names it
+	Caller  string // for the audit: who made the call
+	Session string
+	Network *Network // the request's field; nil keeps the policy as it is
+}
+
+// Open returns how one call's connections are served, and the function that ends its
+// scope once the call is over (cutting what is still open). A malformed Network is an
+// error naming the field.
+func (g *Gate) Open(c Call) (serve func(net.Conn), end func(), err error) {
+	policy, err := g.file.Select(g.base, c.Tenant, c.Key).Narrow(c.Network)
+	if err != nil {
+		return nil, nil, err
+	}
+	scope := g.proxy.NewScope(policy, Labels{Caller: c.Caller, Session: c.Session})
+	serve = func(conn net.Conn) { _ = g.proxy.ServeConn(conn, scope) }
+	return serve, func() { _ = scope.Close() }, nil
+}

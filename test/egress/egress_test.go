@@ -1,0 +1,259 @@
+package egress
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// exec runs code and returns the answer, failing the test unless kiln answers 200.
+func exec(t *testing.T, body map[string]any) kilntest.ExecResponse {
+	t.Helper()
+	if body["lang"] == nil {
+		body["lang"] = "py"
+	}
+	var out kilntest.ExecResponse
+	resp, err := srv.PostJSON("/exec", body, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /exec = %d: %s", resp.StatusCode, out.Message)
+	}
+	return out
+}
+
+// ok runs code and fails the test unless it ends ok; it returns the answer.
+func ok(t *testing.T, body map[string]any) kilntest.ExecResponse {
+	t.Helper()
+	out := exec(t, body)
+	if out.Status != "ok" {
+		t.Fatalf("status %s, error %s\nstdout: %s\nstderr: %s", out.Status, kilntest.Str(out.Error), out.Stdout, out.Stderr)
+	}
+	return out
+}
+
+func plainURL(host, path string) string { return fmt.Sprintf("http://%s:%d%s", host, plainPort, path) }
+func secureURL(host, path string) string {
+	return fmt.Sprintf("https://%s:%d%s", host, securePort, path)
+}
+
+// Python's three usual clients reach an allowed host over plain HTTP and over HTTPS,
+// whose certificate the sandbox trusts through EGRESS_CA_BUNDLE.
+func TestAllowedHostsAnswer(t *testing.T) {
+	code := fmt.Sprintf(`
+import urllib.request, requests, httpx
+print(urllib.request.urlopen(%[1]q, timeout=30).read().decode())
+print(requests.get(%[2]q, timeout=30).text)
+print(httpx.get(%[2]q, timeout=30).text)
+print(urllib.request.urlopen(%[2]q, timeout=30).read().decode())
+`, plainURL("allowed.test", "/hello"), secureURL("secure.test", "/hello"))
+	out := ok(t, map[string]any{"code": code})
+	want := []string{
+		greeting + fmt.Sprintf(" (allowed.test:%d)", plainPort),
+		greeting + fmt.Sprintf(" (secure.test:%d)", securePort),
+		greeting + fmt.Sprintf(" (secure.test:%d)", securePort),
+		greeting + fmt.Sprintf(" (secure.test:%d)", securePort),
+	}
+	if got := strings.Split(strings.TrimSpace(out.Stdout), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out.Stdout, strings.Join(want, "\n"))
+	}
+}
+
+// A host the policy does not allow is refused with its reason, over HTTP (the proxy's
+// answer) and HTTPS (the CONNECT's answer), and the reason reaches the code's traceback.
+func TestHostNotAllowedIsRefusedWithItsReason(t *testing.T) {
+	code := fmt.Sprintf(`
+import urllib.request, urllib.error, requests
+try:
+    urllib.request.urlopen(%[1]q, timeout=30)
+except urllib.error.HTTPError as e:
+    print("http", e.code, e.read().decode().strip())
+try:
+    requests.get(%[2]q, timeout=30)
+except requests.exceptions.ProxyError as e:
+    print("https", e)
+`, plainURL("other.test", "/hello"), fmt.Sprintf("https://other.test:%d/hello", plainPort))
+	out := ok(t, map[string]any{"code": code})
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stdout %q, stderr %q", out.Stdout, out.Stderr)
+	}
+	if !strings.HasPrefix(lines[0], "http 403 egress denied: other.test") {
+		t.Errorf("plain HTTP refusal: %q", lines[0])
+	}
+	if !strings.HasPrefix(lines[1], "https ") || !strings.Contains(lines[1], "403") {
+		t.Errorf("HTTPS refusal: %q", lines[1])
+	}
+	// The same refusal, uncaught: the code's error names it.
+	out = exec(t, map[string]any{"code": fmt.Sprintf("import urllib.request\nurllib.request.urlopen(%q, timeout=30)", plainURL("other.test", "/"))})
+	if out.Status != "error" || !strings.Contains(out.Stderr+kilntest.Str(out.Error), "403") {
+		t.Errorf("uncaught refusal: status %s, error %s, stderr %s", out.Status, kilntest.Str(out.Error), out.Stderr)
+	}
+}
+
+// The sandbox still has no network: a socket to the upstream's address, or to anywhere,
+// fails, whatever the proxy allows.
+func TestDirectSocketsStillFail(t *testing.T) {
+	code := fmt.Sprintf(`
+import socket
+for addr in [("127.0.0.1", %d), ("10.0.0.1", 80), ("1.1.1.1", 443)]:
+    try:
+        socket.create_connection(addr, timeout=5).close()
+        print("connected", addr)
+    except OSError as e:
+        print("refused", addr[0], type(e).__name__)
+`, plainPort)
+	out := ok(t, map[string]any{"code": code})
+	if strings.Contains(out.Stdout, "connected") || strings.Count(out.Stdout, "refused") != 3 {
+		t.Errorf("direct sockets: %s", out.Stdout)
+	}
+}
+
+// A request's network narrows the policy and can never widen it; false shuts it.
+func TestRequestNarrowsNeverWidens(t *testing.T) {
+	probe := fmt.Sprintf(`
+import urllib.request, urllib.error
+for url in [%q, %q]:
+    try:
+        print(url.split("/")[2].split(":")[0], urllib.request.urlopen(url, timeout=30).status)
+    except urllib.error.HTTPError as e:
+        print(url.split("/")[2].split(":")[0], e.code, e.read().decode().strip())
+`, plainURL("allowed.test", "/hello"), plainURL("other.test", "/hello"))
+	cases := []struct {
+		name    string
+		network any
+		allowed bool // allowed.test answers
+	}{
+		{"no field", nil, true},
+		{"narrowed to allowed.test", map[string]any{"allow": []string{fmt.Sprintf("allowed.test:%d", plainPort)}}, true},
+		{"narrowed to secure.test", map[string]any{"allow": []string{fmt.Sprintf("secure.test:%d", securePort)}}, false},
+		{"widened to other.test", map[string]any{"allow": []string{"other.test", "*"}}, false},
+		{"false", false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := map[string]any{"code": probe}
+			if c.network != nil {
+				body["network"] = c.network
+			}
+			out := ok(t, body)
+			lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("stdout %q", out.Stdout)
+			}
+			if got := lines[0] == "allowed.test 200"; got != c.allowed {
+				t.Errorf("allowed.test: %q", lines[0])
+			}
+			if !strings.HasPrefix(lines[1], "other.test 403 egress denied") {
+				t.Errorf("other.test: %q", lines[1])
+			}
+		})
+	}
+	var e kilntest.ErrorBody
+	resp, err := srv.PostJSON("/exec", map[string]any{"lang": "py", "code": "1", "network": true}, &e)
+	if err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("network: true = %v %v %+v, want 400", resp.StatusCode, err, e)
+	}
+}
+
+// curl in bash goes through the same proxy and the same policy.
+func TestCurlFollowsThePolicy(t *testing.T) {
+	code := fmt.Sprintf(`curl -sS %s; echo; curl -sS %s; echo; curl -sS -o /dev/null -w '%%{http_code}\n' %s; curl -sS %s 2>&1 | tail -n 1`,
+		plainURL("allowed.test", "/hello"), secureURL("secure.test", "/hello"), plainURL("other.test", "/"),
+		fmt.Sprintf("https://other.test:%d/", securePort))
+	out := ok(t, map[string]any{"lang": "bash", "code": code})
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], greeting) || !strings.HasPrefix(lines[1], greeting) ||
+		lines[2] != "403" || !strings.Contains(lines[3], "403") {
+		t.Errorf("curl:\n%s\nstderr: %s", out.Stdout, out.Stderr)
+	}
+}
+
+// pip installs from the operator's index into the session: the package imports in the
+// same call and the next, and none of its files comes back as an output.
+func TestPipInstallInASession(t *testing.T) {
+	out := ok(t, map[string]any{"code": `
+import subprocess, sys
+r = subprocess.run([sys.executable, "-m", "pip", "install", "` + pkgName + `"], capture_output=True, text=True)
+print(r.returncode, r.stdout[-500:], r.stderr[-2000:])
+import ` + pkgName + `
+print("value", ` + pkgName + `.VALUE)
+`})
+	if !strings.Contains(out.Stdout, "value 42") {
+		t.Fatalf("pip install: %s\nstderr: %s", out.Stdout, out.Stderr)
+	}
+	for _, f := range out.Files {
+		t.Errorf("an installed file came back as an output: %s", f.Name)
+	}
+	next := ok(t, map[string]any{"session_id": out.SessionID, "code": "import " + pkgName + "\nprint(" + pkgName + ".mean([1, 2, 3, 6]))"})
+	if strings.TrimSpace(next.Stdout) != "3.0" {
+		t.Errorf("next call: %q (%s)", next.Stdout, next.Stderr)
+	}
+	if len(next.Files) != 0 {
+		t.Errorf("next call returned files: %+v", next.Files)
+	}
+}
+
+// A download of many megabytes arrives whole, through the window of the channel.
+func TestLargeDownloadArrivesWhole(t *testing.T) {
+	const n = 50 << 20
+	out := ok(t, map[string]any{"code": fmt.Sprintf(`
+import hashlib, requests
+h = hashlib.sha256(); size = 0
+with requests.get(%q, stream=True, timeout=60) as r:
+    for chunk in r.iter_content(1 << 20):
+        h.update(chunk); size += len(chunk)
+print(size, h.hexdigest())
+`, plainURL("allowed.test", fmt.Sprintf("/bytes?n=%d", n)))})
+	want := fmt.Sprintf("%d %s", n, expectedDigest(n))
+	if strings.TrimSpace(out.Stdout) != want {
+		t.Errorf("download: %q, want %q", out.Stdout, want)
+	}
+}
+
+// The metrics count the proxy's decisions, refusals included.
+func TestMetricsCountDecisions(t *testing.T) {
+	ok(t, map[string]any{"code": fmt.Sprintf(`
+import urllib.request, urllib.error
+urllib.request.urlopen(%q, timeout=30).read()
+try:
+    urllib.request.urlopen(%q, timeout=30)
+except urllib.error.HTTPError:
+    pass
+`, plainURL("allowed.test", "/hello"), plainURL("other.test", "/hello"))})
+	text := srv.Metrics(t)
+	if kilntest.MetricSum(text, `kiln_egress_connections_total{decision="allowed"}`) < 1 ||
+		kilntest.MetricSum(text, `kiln_egress_connections_total{decision="host"}`) < 1 ||
+		kilntest.MetricSum(text, `kiln_egress_bytes_total{direction="down"}`) < float64(len(greeting)) {
+		t.Errorf("egress metrics:\n%s", grep(text, "kiln_egress"))
+	}
+}
+
+func grep(text []byte, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// expectedDigest is the SHA-256 of what /bytes?n= sends.
+func expectedDigest(n int) string {
+	h := sha256.New()
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	for n > 0 {
+		k := min(n, len(chunk))
+		h.Write(chunk[:k])
+		n -= k
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
