@@ -14,7 +14,7 @@ import (
 
 // MaxTunnels is how many of a sandbox's outgoing connections may be open at once; one
 // more is refused (closed) at its open.
-const MaxTunnels = 64
+const MaxTunnels = 32
 
 // Egress routes the connections the REPL opens out of the sandbox (net frames, see
 // protocol.OpNet): each is handed to serve as a net.Conn of its own, in a goroutine

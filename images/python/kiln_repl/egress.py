@@ -35,7 +35,7 @@ PIP_SETTINGS = {"PIP_USER": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_DISABLE_
                 "PIP_NO_CACHE_DIR": "1", "PIP_NO_WARN_SCRIPT_LOCATION": "1", "PIP_PROGRESS_BAR": "off"}
 WINDOW = 1 << 20  # protocol.NetWindow on the host's side
 CHUNK = 256 << 10  # protocol.NetChunk: the most data one frame carries
-MAX_CONNECTIONS = 64  # sandbox.MaxTunnels: the host refuses more
+MAX_CONNECTIONS = 32  # sandbox.MaxTunnels: the host refuses more
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy",
                    "npm_config_https_proxy")
 NO_PROXY = "localhost,127.0.0.1,::1"
