@@ -13,9 +13,8 @@ import (
 // cleanEnv unsets every variable Config reads, for the length of the test.
 func cleanEnv(t *testing.T) {
 	t.Helper()
-	typ := reflect.TypeFor[Config]()
-	for i := range typ.NumField() {
-		name := typ.Field(i).Tag.Get("envconfig")
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) { // EgressConfig's too
+		name := f.Tag.Get("envconfig")
 		if name == "" {
 			continue
 		}
