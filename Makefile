@@ -61,9 +61,9 @@ test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc
 	@$(MAKE) --no-print-directory test-runsc
 	@$(MAKE) --no-print-directory test-k8s
 
-## test-runsc: the sandbox contract, the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
+## test-runsc: the sandbox contract, egress, the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
 test-runsc: docker redis image
-	test/leftovers.sh env KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/runtime/ ./test/integration/ ./test/fault/ ./test/abuse/
+	test/leftovers.sh env KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/runtime/ ./test/egress/ ./test/integration/ ./test/fault/ ./test/abuse/
 
 ## test-mcp-deps: the MCP TypeScript SDK (pinned in test/mcp/node/package-lock.json) for test/mcp, with this machine's npm
 test-mcp-deps: test/mcp/node/node_modules/.installed
@@ -119,8 +119,8 @@ compose-down:
 
 .PHONY: k8s-up k8s-down k8s-smoke test-k8s
 # The suites run against kiln on Kubernetes: what does not depend on Docker itself.
-K8S_SUITES := ./test/runtime/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/
-## test-k8s: the sandbox contract, the integration, abuse, language, LibreChat and MCP suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
+K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/
+## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat and MCP suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
 test-k8s: docker helm image test-mcp-deps test-ptc-deps
 	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
 

@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -40,6 +41,15 @@ type timingOut struct {
 	QueueMS float64 `json:"queue_ms"`
 	ExecMS  float64 `json:"exec_ms"`
 	TotalMS float64 `json:"total_ms"`
+}
+
+// network is the call's narrowing of the egress policy: none when the input names no
+// list, and a list (empty: shut) otherwise.
+func network(allow *[]string) *egress.Network {
+	if allow == nil {
+		return nil
+	}
+	return &egress.Network{Allow: append([]string{}, *allow...)}
 }
 
 func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in executeIn) (*sdk.CallToolResult, executeOut, error) {
@@ -80,6 +90,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 		Request: executor.Request{Lang: lng, Code: in.Code, CaptureState: true, OnError: in.OnError,
 			Timeout: timeout(in.TimeoutMS), ExecutionID: kiln.NewID()},
 		SessionID: sid,
+		Network:   network(in.Network),
 		Events: func(ev session.Event) {
 			if ev.Type == session.EventStart {
 				forget = st.started(ev.SessionID, ev.ExecutionID)

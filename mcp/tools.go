@@ -28,11 +28,12 @@ const (
 )
 
 type executeIn struct {
-	Code      string `json:"code" jsonschema:"The code to run. Python by default: top-level expressions, imports and variables persist across calls in the same session, like a notebook. Files in /mnt/data persist too; save outputs there."`
-	Lang      string `json:"lang,omitempty" jsonschema:"python (default), bash, or another language the deployment runs: js ts c cpp java php rs go d f90 r with its polyglot pool. State is Python's alone."`
-	SessionID string `json:"session_id,omitempty" jsonschema:"The session to run in. Omit it to use this connection's default session, which keeps its variables between calls."`
-	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"How long the code may run, in milliseconds; kiln's default and maximum apply."`
-	OnError   string `json:"on_error,omitempty" jsonschema:"keep (default): a run that fails keeps the variables it bound before the error, as a notebook does. rollback: a failed run leaves the session exactly as before the call."`
+	Code      string    `json:"code" jsonschema:"The code to run. Python by default: top-level expressions, imports and variables persist across calls in the same session, like a notebook. Files in /mnt/data persist too; save outputs there."`
+	Lang      string    `json:"lang,omitempty" jsonschema:"python (default), bash, or another language the deployment runs: js ts c cpp java php rs go d f90 r with its polyglot pool. State is Python's alone."`
+	SessionID string    `json:"session_id,omitempty" jsonschema:"The session to run in. Omit it to use this connection's default session, which keeps its variables between calls."`
+	TimeoutMS int64     `json:"timeout_ms,omitempty" jsonschema:"How long the code may run, in milliseconds; kiln's default and maximum apply."`
+	OnError   string    `json:"on_error,omitempty" jsonschema:"keep (default): a run that fails keeps the variables it bound before the error, as a notebook does. rollback: a failed run leaves the session exactly as before the call."`
+	Network   *[]string `json:"network,omitempty" jsonschema:"Hosts this call's code may reach over HTTP(S), as host patterns (pypi.internal, *.github.com, api.example.com:8443): it narrows what the deployment allows and never widens it; an empty list shuts the network for the call. Omit it to get what the deployment allows (often nothing)."`
 }
 
 type sessionIn struct {

@@ -32,6 +32,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "small counts and short phases: a smoke test, not a measurement")
 		overSec = flag.Int("overload-seconds", 30, "length of the sustained-overload phases")
 		skip100 = flag.Bool("skip-100mb", false, "skip the 100 MB rows: the kiln with raised limits and the 100 MB floor")
+		onlyE   = flag.Bool("egress-only", false, "measure only the egress rows and the floor they are set against")
 		onlyF   = flag.Bool("floor-only", false, "measure only the floor (bare attach, pipes, bytes), with no kiln")
 		before  = flag.String("before", "", "an older kiln binary: measure it against this tree's kiln, side by side (with -before-image), then the floor")
 		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
@@ -65,6 +66,10 @@ func main() {
 	case *onlyK:
 		res.Meta.Target = "kiln on Kubernetes started by the benchmark (kilntest), loopback; the floor on bare Pods"
 		err = b.kubePhase(ctx, res, true)
+	case *onlyE:
+		res.Meta.Target = "kiln with egress started by the benchmark (kilntest), upstreams on loopback; the floor"
+		b.floorPhase(ctx, res)
+		err = b.egressPhase(ctx, res)
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
 		b.floorPhase(ctx, res)
@@ -85,7 +90,7 @@ func main() {
 	if rerr := os.RemoveAll(tmp); rerr != nil {
 		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
-	res.Ratios = append(append(ratios(res), kubeRatios(res)...), replicaRatios(res)...)
+	res.Ratios = append(append(append(ratios(res), egressRatios(res)...), kubeRatios(res)...), replicaRatios(res)...)
 	res.Breakdown = append(breakdown(res), kubeBreakdown(res)...)
 	if err != nil {
 		log.Printf("bench: %v", err)
@@ -115,6 +120,7 @@ type counts struct {
 	bigState int           // calls in the session with 100 MB of state
 	files    int           // calls of each 20 MB file row
 	starts   int           // sandbox starts on each runtime, in the Kubernetes phase
+	egress   int           // downloads through the egress proxy, and by the host
 	// liveCalls are the calls of the live print(1) row and of its floor; cells the
 	// rounds of small calls, for kiln and for the floor alike.
 	liveCalls, cells int
@@ -128,13 +134,13 @@ type counts struct {
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
 		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8,
-		liveCalls: 30, cells: 3, starts: 8}
+		liveCalls: 30, cells: 3, starts: 8, egress: 5}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
 		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2,
-		liveCalls: 3, cells: 1, starts: 2}
+		liveCalls: 3, cells: 1, starts: 2, egress: 1}
 }
 
 type bench struct {
@@ -212,6 +218,9 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 		}
 	}
 	b.dockerPhases(ctx, res)
+	if err := b.egressPhase(ctx, res); err != nil {
+		log.Printf("egress: %v", err)
+	}
 
 	log.Printf("kiln B: the memory of one upload, then pool exhaustion")
 	srv, k, err = b.start(ctx, []string{"MAX_QUEUE=2", "QUEUE_TIMEOUT_SECONDS=1"}, 2)

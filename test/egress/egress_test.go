@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kilnsh/kiln/test/kilntest"
 )
@@ -256,4 +259,69 @@ func expectedDigest(n int) string {
 		n -= k
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// The MCP tool narrows the policy as /exec does: a list keeps what both allow, an empty
+// one shuts it.
+func TestMCPExecuteNarrows(t *testing.T) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "kiln-egress-test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer cs.Close()
+	code := fmt.Sprintf(`
+import urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(%q, timeout=30).status)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+`, plainURL("allowed.test", "/hello"))
+	for _, c := range []struct {
+		name    string
+		network any
+		want    string
+	}{
+		{"no network", nil, "200"},
+		{"allowed.test", []string{fmt.Sprintf("allowed.test:%d", plainPort)}, "200"},
+		{"empty", []string{}, "403 egress denied"},
+	} {
+		args := map[string]any{"code": code}
+		if c.network != nil {
+			args["network"] = c.network
+		}
+		res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "execute", Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: execute: %v", c.name, err)
+		}
+		var out struct {
+			Stdout string `json:"stdout"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		if !strings.HasPrefix(strings.TrimSpace(out.Stdout), c.want) {
+			t.Errorf("%s: stdout %q, want %q (error %v)", c.name, out.Stdout, c.want, res.IsError)
+		}
+	}
+}
+
+// The programmatic route carries network too: code that calls the client's tools runs
+// under the narrowed policy.
+func TestProgrammaticNarrows(t *testing.T) {
+	var out map[string]any
+	resp, err := srv.PostJSON("/exec/programmatic", map[string]any{
+		"lang": "py", "tools": []map[string]any{{"name": "noop"}}, "network": false,
+		"code": fmt.Sprintf(`
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen(%q, timeout=30)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+`, plainURL("allowed.test", "/hello"))}, &out)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /exec/programmatic = %v %v: %v", resp.StatusCode, err, out)
+	}
+	if stdout, _ := out["stdout"].(string); !strings.HasPrefix(stdout, "403 egress denied: network is off") {
+		t.Errorf("programmatic run with network false: %v", out)
+	}
 }

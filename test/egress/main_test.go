@@ -7,18 +7,11 @@ package egress
 import (
 	"archive/zip"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -51,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ca, leaf, err := certificates("secure.test")
+	ca, leaf, err := kilntest.TestCA("secure.test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -126,40 +119,6 @@ func handler(wheel []byte) http.Handler {
 		w.Write(wheel)
 	})
 	return mux
-}
-
-// certificates makes a CA and a certificate it signs for host: the CA as PEM (what
-// EGRESS_CA_BUNDLE takes) and the leaf for the HTTPS upstream.
-func certificates(host string) (string, tls.Certificate, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", tls.Certificate{}, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kiln egress test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return "", tls.Certificate{}, err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return "", tls.Certificate{}, err
-	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	return string(caPEM), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // buildWheel makes the test's package: a pure-Python wheel whose module holds a

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// The egress rows: code in a sandbox reaching a host through kiln's proxy (the REPL's
+// port, net frames on the channel, kiln's proxy, the upstream on loopback), each set
+// against the same Python code run by a host process straight to the upstream. Both
+// time the requests inside the code, so that what is compared is the way out alone.
+const (
+	egressDownloadRow      = "egress: 50 MB download in a call (urllib, timed in the code)"
+	egressDownloadFloorRow = "floor: the same download by a host process"
+	egressGetRow           = "egress: small HTTPS GET in a call (urllib, new connection, timed in the code)"
+	egressGetFloorRow      = "floor: the same GET by a host process, plus a bare attach ping"
+	egressDownloadTarget   = 2.0 // at least half the host's throughput
+	egressGetTarget        = 1.5
+)
+
+// egressDownload prints the bytes of the URL in argv[1] and the milliseconds they took.
+const egressDownload = `import sys, time, urllib.request
+t = time.perf_counter(); n = 0
+with urllib.request.urlopen(sys.argv[1], timeout=120) as r:
+    while chunk := r.read(1 << 20):
+        n += len(chunk)
+print(n, (time.perf_counter() - t) * 1000)
+`
+
+// egressGets prints the milliseconds of each of argv[2] GETs of argv[1], the first left out.
+const egressGets = `import sys, time, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=30).read()
+for _ in range(int(sys.argv[2])):
+    t = time.perf_counter()
+    urllib.request.urlopen(sys.argv[1], timeout=30).read()
+    print((time.perf_counter() - t) * 1000)
+`
+
+func (b *bench) egressPhase(ctx context.Context, res *Results) error {
+	log.Printf("egress: downloads and GETs through kiln's proxy, against a host process")
+	caPEM, leaf, err := kilntest.TestCA("secure.test", "localhost")
+	if err != nil {
+		return err
+	}
+	caFile := filepath.Join(b.tmp, "egress-ca.pem")
+	if err := os.WriteFile(caFile, []byte(caPEM), 0o644); err != nil {
+		return err
+	}
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	secure, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf}})
+	if err != nil {
+		plain.Close()
+		return err
+	}
+	up := &http.Server{Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go up.Serve(plain)
+	go up.Serve(secure)
+	defer up.Close()
+	pp, sp := plain.Addr().(*net.TCPAddr).Port, secure.Addr().(*net.TCPAddr).Port
+
+	srv, k, err := b.start(ctx, []string{
+		fmt.Sprintf("EGRESS_ALLOW=download.test:%d,secure.test:%d", pp, sp),
+		"EGRESS_RESOLVE=download.test=127.0.0.1,secure.test=127.0.0.1", "EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
+		"EGRESS_CA_BUNDLE=" + caPEM, "MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60",
+	}, 2)
+	if err != nil {
+		return fmt.Errorf("start kiln with egress: %w", err)
+	}
+	defer stop(srv)
+
+	const size = 50 << 20
+	reps, gets := b.counts.egress, 20
+	var inKiln, onHost []time.Duration
+	fails := 0
+	for range reps {
+		if d, err := kilnTimed(ctx, k, egressDownload, fmt.Sprintf("http://download.test:%d/bytes?n=%d", pp, size)); err != nil {
+			log.Printf("egress download in kiln: %v", err)
+			fails++
+		} else {
+			inKiln = append(inKiln, d...)
+		}
+		if d, err := hostTimed(ctx, egressDownload, caFile, fmt.Sprintf("http://127.0.0.1:%d/bytes?n=%d", pp, size)); err != nil {
+			log.Printf("egress download on the host: %v", err)
+		} else {
+			onHost = append(onHost, d...)
+		}
+	}
+	res.Latency = append(res.Latency, summarize(egressDownloadRow, inKiln, fails, ""),
+		summarize(egressDownloadFloorRow, onHost, 0, ""))
+
+	inKiln, onHost, fails = nil, nil, 0
+	if d, err := kilnTimed(ctx, k, egressGets, fmt.Sprintf("https://secure.test:%d/hello", sp), strconv.Itoa(gets)); err != nil {
+		log.Printf("egress GETs in kiln: %v", err)
+		fails++
+	} else {
+		inKiln = d
+	}
+	if d, err := hostTimed(ctx, egressGets, caFile, fmt.Sprintf("https://localhost:%d/hello", sp), strconv.Itoa(gets)); err != nil {
+		log.Printf("egress GETs on the host: %v", err)
+	} else {
+		onHost = d
+	}
+	res.Latency = append(res.Latency, summarize(egressGetRow, inKiln, fails, ""),
+		summarize(egressGetFloorRow, onHost, 0, "the host's GET alone; the ratio adds the floor's bare attach ping"))
+	return nil
+}
+
+// upstreamHandler serves n bytes and a greeting.
+func upstreamHandler() http.Handler {
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		for n > 0 {
+			k := min(n, len(chunk))
+			if _, err := w.Write(chunk[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) })
+	return mux
+}
+
+// kilnTimed runs code in a fresh sandbox and reads the milliseconds it printed: the last
+// figure of each line.
+func kilnTimed(ctx context.Context, k *client, code string, args ...string) ([]time.Duration, error) {
+	r, err := k.exec(ctx, map[string]any{"lang": "py", "code": code, "args": args, "capture_state": false})
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != "ok" {
+		return nil, fmt.Errorf("status %s: %s", r.Status, kilntest.Str(r.Error))
+	}
+	return timings(r.Stdout)
+}
+
+// hostTimed runs code with the host's python3, straight to the upstream.
+func hostTimed(ctx context.Context, code, caFile string, args ...string) ([]time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "python3", append([]string{"-c", code}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + caFile, "NO_PROXY=*"}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, out)
+	}
+	return timings(string(out))
+}
+
+func timings(out string) ([]time.Duration, error) {
+	var d []time.Duration
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		ms, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("not a timing: %q", line)
+		}
+		d = append(d, time.Duration(ms*float64(time.Millisecond)))
+	}
+	if len(d) == 0 {
+		return nil, fmt.Errorf("no timing in %q", out)
+	}
+	return d, nil
+}
+
+// egressRatios sets the egress rows against the host's.
+func egressRatios(r *Results) []Ratio {
+	var out []Ratio
+	if k, h := r.summary(egressDownloadRow), r.summary(egressDownloadFloorRow); k.N > 0 && h.N > 0 && h.P50 > 0 {
+		out = append(out, Ratio{Case: egressDownloadRow, KilnMS: k.P50, FloorMS: h.P50, Ratio: round(k.P50/h.P50, 2),
+			Target: egressDownloadTarget, Basis: "p50 in a sandbox / p50 of the host process: 2.0 is half the host's throughput"})
+	}
+	k, h := r.summary(egressGetRow), r.summary(egressGetFloorRow)
+	if r.Floor != nil && k.N > 0 && h.N > 0 && r.Floor.BarePing.N > 0 {
+		floor := h.P50 + r.Floor.BarePing.P50
+		out = append(out, Ratio{Case: egressGetRow, KilnMS: k.P50, FloorMS: round(floor, 2), Ratio: round(k.P50/floor, 2),
+			Target: egressGetTarget, Basis: fmt.Sprintf("p50 in a sandbox / (host p50 %.2f + bare attach ping p50 %.2f)", h.P50, r.Floor.BarePing.P50)})
+	}
+	return out
+}
