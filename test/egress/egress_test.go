@@ -180,13 +180,15 @@ func TestCurlFollowsThePolicy(t *testing.T) {
 }
 
 // pip installs from the operator's index into the session: the package imports in the
-// same call and the next, and none of its files comes back as an output.
+// same call and the next, none of its files comes back as an output, and a session resumed
+// in a new sandbox (its live one died) has it again, with an object of its class.
 func TestPipInstallInASession(t *testing.T) {
 	out := ok(t, map[string]any{"code": `
 import subprocess, sys
 r = subprocess.run([sys.executable, "-m", "pip", "install", "` + pkgName + `"], capture_output=True, text=True)
 print(r.returncode, r.stdout[-500:], r.stderr[-2000:])
 import ` + pkgName + `
+p = ` + pkgName + `.Point(3, 4)
 print("value", ` + pkgName + `.VALUE)
 `})
 	if !strings.Contains(out.Stdout, "value 42") {
@@ -195,12 +197,23 @@ print("value", ` + pkgName + `.VALUE)
 	for _, f := range out.Files {
 		t.Errorf("an installed file came back as an output: %s", f.Name)
 	}
-	next := ok(t, map[string]any{"session_id": out.SessionID, "code": "import " + pkgName + "\nprint(" + pkgName + ".mean([1, 2, 3, 6]))"})
-	if strings.TrimSpace(next.Stdout) != "3.0" {
+	if out.StateError != nil {
+		t.Errorf("state error after the install: %s", *out.StateError)
+	}
+	next := ok(t, map[string]any{"session_id": out.SessionID, "code": "import " + pkgName + "\nprint(" + pkgName + ".mean([1, 2, 3, 6]), p)"})
+	if strings.TrimSpace(next.Stdout) != "3.0 Point(3, 4)" {
 		t.Errorf("next call: %q (%s)", next.Stdout, next.Stderr)
 	}
 	if len(next.Files) != 0 {
 		t.Errorf("next call returned files: %+v", next.Files)
+	}
+	died := exec(t, map[string]any{"session_id": out.SessionID, "code": "import os\nos.kill(os.getpid(), 9)"})
+	if died.Status != "sandbox_died" {
+		t.Fatalf("the kill: status %s", died.Status)
+	}
+	resumed := ok(t, map[string]any{"session_id": out.SessionID, "code": "import " + pkgName + "\nprint(" + pkgName + ".VALUE, p, type(p).__module__)"})
+	if resumed.RuntimeStatus != "resumed" || strings.TrimSpace(resumed.Stdout) != "42 Point(3, 4) "+pkgName {
+		t.Errorf("resumed: runtime %q, stdout %q, stderr %q, state error %s", resumed.RuntimeStatus, resumed.Stdout, resumed.Stderr, kilntest.Str(resumed.StateError))
 	}
 }
 

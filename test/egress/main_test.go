@@ -126,7 +126,9 @@ func handler(wheel []byte) http.Handler {
 func buildWheel() ([]byte, error) {
 	distInfo := pkgName + "-" + pkgVersion + ".dist-info"
 	files := []struct{ name, body string }{
-		{pkgName + "/__init__.py", "VALUE = 42\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n"},
+		{pkgName + "/__init__.py", "VALUE = 42\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n" +
+			"class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n" +
+			"    def __repr__(self):\n        return f'Point({self.x}, {self.y})'\n"},
 		{distInfo + "/METADATA", "Metadata-Version: 2.1\nName: " + pkgName + "\nVersion: " + pkgVersion + "\n"},
 		{distInfo + "/WHEEL", "Wheel-Version: 1.0\nGenerator: kiln-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
 	}

@@ -28,7 +28,7 @@ from typing import Any
 
 from kiln_repl.capture import Capture, StdStreams, decode_output
 from kiln_repl.channel import Channel
-from kiln_repl.egress import site_packages, start_forwarder
+from kiln_repl.egress import PACKAGES_BASE, site_packages, start_forwarder
 from kiln_repl.events import EventStream
 from kiln_repl.figures import FIGURES
 from kiln_repl.files import (PathRefused, Snapshot, collect_files, is_within, remove_file, snapshot,
@@ -38,6 +38,7 @@ from kiln_repl.heap import WARM_HEAP_ENV, configure, warm, warm_size
 from kiln_repl.interrupts import CANCELLED_EXIT_CODE, Interrupter
 from kiln_repl.languages import BASH, TABLE_PATH, Language, ProgramRun, load_table
 from kiln_repl.log import Logger
+from kiln_repl.packages import Packages
 from kiln_repl.preload import (MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED, collector_paused, preload_plan,
                                seed_matplotlib_cache)
 from kiln_repl.processes import RLIMITS_ENV, apply_rlimits, kill_leftovers
@@ -71,6 +72,7 @@ class Server:
         self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
         # Before the pre-imports, so that what they start sees the proxy's variables.
         self.forwarder = start_forwarder(self.channel.send, logger, data_dir)
+        self.packages: Packages | None = None  # what pip installs in the session, with egress on
         if self.forwarder is not None:
             self.channel.net = self.forwarder.deliver
         self.pid = os.getpid()
@@ -106,6 +108,7 @@ class Server:
             packages = site_packages(data_dir)
             os.makedirs(packages, exist_ok=True)
             sys.path.insert(1, packages)
+            self.packages = Packages(os.path.join(data_dir, PACKAGES_BASE))
         self.stdout = Capture(1, logger)
         self.stderr = Capture(2, logger)
         self.stdout.attach()
@@ -181,7 +184,7 @@ class Server:
         if request.lang != "python":
             result.state_unchanged = request.state is not None  # other languages never touch the state
         elif request.state is not None:
-            loaded = restore_state(request.state, self.namespace, self.settings)
+            loaded = restore_state(request.state, self.namespace, self.settings, self.packages)
             restored, self.imports = loaded.snapshot, self.imports | loaded.imports
             result.state_error = "; ".join(loaded.notes) or None
         elif request.state_base and request.state_base == self.captured_token:
@@ -238,7 +241,7 @@ class Server:
         limits = request.limits
         result.state, notes, self.captured = capture_state(
             self.namespace, self.untouched, limits.max_state_bytes, restored, limits.max_state_raw_bytes,
-            self.settings, self.imports, request.live)
+            self.settings, self.imports, request.live, self.packages)
         self.captures += 1
         self.captured_token = result.state_token = f"{self.pid}-{self.captures}"
         result.state_error = "; ".join(filter(None, [result.state_error, *notes])) or None
@@ -458,4 +461,8 @@ def main(argv: list[str]) -> int:
         server.serve()
     except BrokenPipeError:
         logger.log("the protocol channel was closed")
+    except BaseException:
+        # fd 2 is a capture pipe by now: the interpreter's own report would be lost.
+        logger.log("the server failed: " + traceback.format_exc().replace("\n", " | "))
+        raise
     return 0

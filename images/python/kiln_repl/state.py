@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kiln_repl.running import describe_exception
+from kiln_repl.packages import Packages
 from kiln_repl.settings import Settings
 
 _MISSING = object()
@@ -176,8 +177,10 @@ class Restored:
     imports: set[str] = field(default_factory=set)
 
 
-def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings: Settings) -> Restored:
-    """Puts a state back into namespace: its settings, modules and names."""
+def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings: Settings,
+                  packages: Packages | None = None) -> Restored:
+    """Puts a state back into namespace: its settings, the packages the session installed (with
+    packages, the session's place for them), its modules and names."""
     import lz4.frame
 
     try:
@@ -195,6 +198,10 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
     # The settings first (sys.path decides where modules are found), but the late ones last.
     saved = header.get("settings", {})
     notes = settings.apply(saved)
+    archive = header.get("packages")
+    if isinstance(archive, bytes) and packages is not None:
+        if note := packages.restore(archive):
+            notes.append(note)
     notes += import_modules(header.get("modules", {}), namespace)
     imports = set(header.get("imports", []))
     for name in sorted(imports):
@@ -237,7 +244,7 @@ def import_modules(modules: dict[str, str], namespace: dict[str, Any]) -> list[s
 def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_bytes: int,
                   restored: Loaded | None = None, max_raw: int = 256 << 20,
                   settings: Settings | None = None, imports: set[str] | frozenset[str] = frozenset(),
-                  live: bool = False) -> tuple[bytes | None, list[str], Loaded | None]:
+                  live: bool = False, installed: Packages | None = None) -> tuple[bytes | None, list[str], Loaded | None]:
     """Returns the state blob (None when there is none, UNCHANGED when it is restored, the
     state the run began with), notes on what was left out, and the state captured as a later
     capture compares with it (None with no blob).
@@ -245,7 +252,8 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     largest first, until the rest fits. imports are the dotted modules the session's
     `import a.b` statements named: those under a bound module are imported again on restore.
     live says the namespace goes on serving its session: what is left out stays there, and
-    the notes say "kept only while the session is live" rather than "not kept"."""
+    the notes say "kept only while the session is live" rather than "not kept". installed, when
+    the session may install packages, adds what it installed to the header."""
     import lz4.frame
 
     left_out = "kept only while the session is live" if live else "not kept"
@@ -255,7 +263,13 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
                               "imports": sorted(name for name in imports if name.partition(".")[0] in packages),
                               "settings": {} if settings is None else settings.capture(),
                               "deleted": sorted(name for name in untouched if name not in namespace)}
-    if not (names or modules or header["settings"] or header["deleted"]):
+    if installed is not None:
+        archive, note = installed.archive()
+        if archive is not None:
+            header["packages"] = archive
+        if note:
+            notes.append(note)
+    if not (names or modules or header["settings"] or header["deleted"] or "packages" in header):
         return None, notes, None  # nothing to keep: no state (the host drops the session's)
     try:
         pickled, names_at = encode(header, names, namespace, max_raw)

@@ -1,0 +1,57 @@
+"""In-process tests of the session's installed packages: archived when they change, written back
+by a restore, and left out with a note past the cap."""
+
+import os
+import tempfile
+import unittest
+
+import inprocess  # noqa: F401  (the server's package, by path)
+from kiln_repl.packages import Packages
+
+
+class PackagesTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.root = tempfile.mkdtemp()
+        self.addCleanup(lambda: os.system(f"rm -rf {self.root}"))
+
+    def install(self, root: str, name: str, body: str) -> None:
+        path = os.path.join(root, "lib", "python3", "site-packages", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(body)
+
+    def test_nothing_installed_is_no_archive(self) -> None:
+        os.makedirs(os.path.join(self.root, "lib", "python3", "site-packages"))
+        self.assertEqual(Packages(self.root).archive(), (None, None))
+
+    def test_an_archive_comes_back_whole_elsewhere(self) -> None:
+        self.install(self.root, "mod.py", "VALUE = 42\n")
+        packages = Packages(self.root)
+        archive, note = packages.archive()
+        self.assertIsNotNone(archive)
+        self.assertIsNone(note)
+        self.assertIs(packages.archive()[0], archive)  # unchanged: not made again
+        other = tempfile.mkdtemp()
+        self.addCleanup(lambda: os.system(f"rm -rf {other}"))
+        restored = Packages(other)
+        assert archive is not None
+        self.assertIsNone(restored.restore(archive))
+        with open(os.path.join(other, "lib", "python3", "site-packages", "mod.py")) as handle:
+            self.assertEqual(handle.read(), "VALUE = 42\n")
+        self.assertEqual(restored.archive()[0], archive)  # as restored: the same archive
+        self.install(other, "more.py", "x = 1\n")
+        self.assertNotEqual(restored.archive()[0], archive)
+
+    def test_past_the_cap_nothing_is_kept_and_a_note_says_so(self) -> None:
+        self.install(self.root, "big.py", "#" * 4096)
+        archive, note = Packages(self.root, cap=1024).archive()
+        self.assertIsNone(archive)
+        assert note is not None
+        self.assertIn("not kept", note)
+
+    def test_a_broken_archive_is_a_note(self) -> None:
+        self.assertIn("not restored", Packages(self.root).restore(b"not a tar") or "")
+
+
+if __name__ == "__main__":
+    unittest.main()
