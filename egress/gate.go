@@ -2,21 +2,29 @@ package egress
 
 import (
 	"net"
+	"sync/atomic"
 )
 
 // Gate is kiln's egress as a call sees it: the proxy, the environment's policy, and the
-// policy file's overrides. It picks each call's policy and opens its scope.
+// policy file's overrides, which SetPolicies replaces while kiln runs. It picks each
+// call's policy and opens its scope.
 type Gate struct {
 	proxy *Proxy
 	base  Policy
-	file  *Policies
+	file  atomic.Pointer[Policies]
 }
 
 // NewGate returns a gate that serves calls on p under base, overridden per tenant or key
 // by file (nil for none).
 func NewGate(p *Proxy, base Policy, file *Policies) *Gate {
-	return &Gate{proxy: p, base: base, file: file}
+	g := &Gate{proxy: p, base: base}
+	g.file.Store(file)
+	return g
 }
+
+// SetPolicies replaces the policy file's overrides (nil for none): calls opened from now
+// on get them, calls under way keep theirs.
+func (g *Gate) SetPolicies(file *Policies) { g.file.Store(file) }
 
 // Call is who makes a call and what it asked for.
 type Call struct {
@@ -31,7 +39,7 @@ type Call struct {
 // scope once the call is over (cutting what is still open). A malformed Network is an
 // error naming the field.
 func (g *Gate) Open(c Call) (serve func(net.Conn), end func(), err error) {
-	policy, err := g.file.Select(g.base, c.Tenant, c.Key).Narrow(c.Network)
+	policy, err := g.file.Load().Select(g.base, c.Tenant, c.Key).Narrow(c.Network)
 	if err != nil {
 		return nil, nil, err
 	}

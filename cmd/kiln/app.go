@@ -39,6 +39,7 @@ type Main struct {
 	pools   *pool.Set
 	// egressProxy serves the sandboxes' connections; nil when egress is off.
 	egressProxy *egress.Proxy
+	gate        *egress.Gate
 	live        *session.Live // nil when LIVE_SESSIONS is off
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
@@ -124,9 +125,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	var gate session.Egress // nil when off, not a nil *egress.Gate
 	if cfg.egress.On() {
-		var g *egress.Gate
-		g, m.egressProxy = newGate(cfg.egress, met, m.log)
-		gate = g
+		m.gate, m.egressProxy = newGate(cfg.egress, met, m.log)
+		gate = m.gate
 		m.log.Info("egress is on: sandboxes reach what the policy allows through kiln's proxy")
 	}
 	sessions := session.New(session.Config{

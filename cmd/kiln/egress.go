@@ -50,14 +50,8 @@ func (c EgressConfig) parseEgress() (*egressSetup, error) {
 		return nil, err
 	}
 	e := &egressSetup{base: base}
-	if c.PolicyFile != "" {
-		data, err := os.ReadFile(c.PolicyFile)
-		if err != nil {
-			return nil, fmt.Errorf("EGRESS_POLICY_FILE: %w", err)
-		}
-		if e.file, err = egress.ParsePolicies(data); err != nil {
-			return nil, fmt.Errorf("EGRESS_POLICY_FILE %s: %w", c.PolicyFile, err)
-		}
+	if e.file, err = c.readPolicies(); err != nil {
+		return nil, err
 	}
 	if ca := strings.TrimSpace(c.CABundle); ca != "" {
 		if !strings.HasPrefix(ca, "-----BEGIN") {
@@ -73,6 +67,36 @@ func (c EgressConfig) parseEgress() (*egressSetup, error) {
 		e.ca = ca + "\n"
 	}
 	return e, nil
+}
+
+// readPolicies reads EGRESS_POLICY_FILE, when set.
+func (c EgressConfig) readPolicies() (*egress.Policies, error) {
+	if c.PolicyFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.PolicyFile)
+	if err != nil {
+		return nil, fmt.Errorf("EGRESS_POLICY_FILE: %w", err)
+	}
+	ps, err := egress.ParsePolicies(data)
+	if err != nil {
+		return nil, fmt.Errorf("EGRESS_POLICY_FILE %s: %w", c.PolicyFile, err)
+	}
+	return ps, nil
+}
+
+// ReloadEgress reads EGRESS_POLICY_FILE again (on SIGHUP): the calls that start from now
+// on get its policies. A file that does not parse changes nothing.
+func (m *Main) ReloadEgress() error {
+	if m.gate == nil || m.cfg.PolicyFile == "" {
+		return fmt.Errorf("no EGRESS_POLICY_FILE to reload")
+	}
+	ps, err := m.cfg.readPolicies()
+	if err != nil {
+		return err
+	}
+	m.gate.SetPolicies(ps)
+	return nil
 }
 
 // egressEnv is what egress adds to the sandboxes' environment: the switch that opens

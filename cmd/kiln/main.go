@@ -41,7 +41,20 @@ func main() {
 		_ = m.Close(closeCtx)
 		os.Exit(1)
 	}
+	// SIGHUP reads the egress policy file again.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			if err := m.ReloadEgress(); err != nil {
+				log.Warn("egress policy not reloaded", "err", err)
+			} else {
+				log.Info("egress policy reloaded", "file", cfg.PolicyFile)
+			}
+		}
+	}()
 	<-ctx.Done()
+	signal.Stop(hup)
 	stop()
 	log.Info("shutting down: draining in-flight executions", "grace_seconds", cfg.ShutdownGraceSeconds)
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownGraceSeconds)*time.Second+30*time.Second)

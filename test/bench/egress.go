@@ -29,6 +29,10 @@ const (
 	egressGetFloorRow      = "floor: the same GET by a host process, plus a bare attach ping"
 	egressDownloadTarget   = 2.0 // at least half the host's throughput
 	egressGetTarget        = 1.5
+	egressResumeRow        = "egress: resumed call of a session that pip installed a small wheel"
+	egressResumeFloorRow   = "egress: resumed call of the same session without the install"
+	egressResumeTarget     = 1.3
+	benchPackage           = "kilnbench"
 )
 
 // egressDownload prints the bytes of the URL in argv[1] and the milliseconds they took.
@@ -68,7 +72,13 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 		plain.Close()
 		return err
 	}
-	up := &http.Server{Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	wheel, err := kilntest.Wheel(benchPackage, "1.0", "VALUE = 42\n\nclass Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n")
+	if err != nil {
+		return err
+	}
+	handler := upstreamHandler()
+	kilntest.PackageIndex(handler, benchPackage, "1.0", wheel)
+	up := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go up.Serve(plain)
 	go up.Serve(secure)
 	defer up.Close()
@@ -78,6 +88,7 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 		fmt.Sprintf("EGRESS_ALLOW=download.test:%d,secure.test:%d", pp, sp),
 		"EGRESS_RESOLVE=download.test=127.0.0.1,secure.test=127.0.0.1", "EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
 		"EGRESS_CA_BUNDLE=" + caPEM, "MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60",
+		fmt.Sprintf("PIP_INDEX_URL=https://secure.test:%d/simple/", sp),
 	}, 2)
 	if err != nil {
 		return fmt.Errorf("start kiln with egress: %w", err)
@@ -118,11 +129,47 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 	}
 	res.Latency = append(res.Latency, summarize(egressGetRow, inKiln, fails, ""),
 		summarize(egressGetFloorRow, onHost, 0, "the host's GET alone; the ratio adds the floor's bare attach ping"))
+
+	// Two sessions alike but for the install; each call resumes after the session's
+	// sandbox died, so that its state (and in one, the package) is written back.
+	with, without := resumedCalls(ctx, k, reps, true), resumedCalls(ctx, k, reps, false)
+	res.Latency = append(res.Latency, with, without)
 	return nil
 }
 
+// resumedCalls times calls that resume a session (a DataFrame, and with install a
+// package it installed and an object of its class) after its sandbox died.
+func resumedCalls(ctx context.Context, k *client, reps int, install bool) Summary {
+	name, setup := egressResumeFloorRow, "import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})"
+	if install {
+		name = egressResumeRow
+		setup = "import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '" + benchPackage +
+			"'], check=True)\nimport " + benchPackage + "\np = " + benchPackage + ".Point(1, 2)\n" + setup
+	}
+	first, err := k.exec(ctx, map[string]any{"lang": "py", "code": setup})
+	if err != nil || first.Status != "ok" {
+		return summarize(name, nil, 1, fmt.Sprintf("setup failed: %v %+v", err, first))
+	}
+	var took []time.Duration
+	fails := 0
+	for range reps {
+		if _, err := k.exec(ctx, map[string]any{"lang": "py", "session_id": first.SessionID, "code": "import os\nos.kill(os.getpid(), 9)"}); err != nil {
+			fails++
+			continue
+		}
+		start := time.Now()
+		r, err := k.exec(ctx, map[string]any{"lang": "py", "session_id": first.SessionID, "code": "len(df)"})
+		if err != nil || r.Status != "ok" || r.RuntimeStatus != "resumed" {
+			fails++
+			continue
+		}
+		took = append(took, time.Since(start))
+	}
+	return summarize(name, took, fails, "the whole call as the client sees it, after the session's sandbox died")
+}
+
 // upstreamHandler serves n bytes and a greeting.
-func upstreamHandler() http.Handler {
+func upstreamHandler() *http.ServeMux {
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
@@ -183,9 +230,14 @@ func timings(out string) ([]time.Duration, error) {
 	return d, nil
 }
 
-// egressRatios sets the egress rows against the host's.
+// egressRatios sets the egress rows against the host's, and the resume with packages
+// against the one without.
 func egressRatios(r *Results) []Ratio {
 	var out []Ratio
+	if w, wo := r.summary(egressResumeRow), r.summary(egressResumeFloorRow); w.N > 0 && wo.N > 0 && wo.P50 > 0 {
+		out = append(out, Ratio{Case: egressResumeRow, KilnMS: w.P50, FloorMS: wo.P50, Ratio: round(w.P50/wo.P50, 2),
+			Target: egressResumeTarget, Basis: "p50 / p50 of the same resume without the install"})
+	}
 	if k, h := r.summary(egressDownloadRow), r.summary(egressDownloadFloorRow); k.N > 0 && h.N > 0 && h.P50 > 0 {
 		out = append(out, Ratio{Case: egressDownloadRow, KilnMS: k.P50, FloorMS: h.P50, Ratio: round(k.P50/h.P50, 2),
 			Target: egressDownloadTarget, Basis: "p50 in a sandbox / p50 of the host process: 2.0 is half the host's throughput"})

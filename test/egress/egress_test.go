@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -338,3 +341,38 @@ except urllib.error.HTTPError as e:
 		t.Errorf("programmatic run with network false: %v", out)
 	}
 }
+
+// A policy file changed and reloaded (SIGHUP) applies to the next call, without a restart.
+func TestPolicyReloadAppliesToTheNextCall(t *testing.T) {
+	probe := map[string]any{"code": fmt.Sprintf(`
+import urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(%q, timeout=30).status)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+`, plainURL("allowed.test", "/hello"))}
+	reload := func(doc string) {
+		t.Helper()
+		if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(srv.PID(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		kilntest.WaitFor(t, 10*time.Second, "the reload in kiln's log", func() bool {
+			return strings.Count(srv.Logs(), "egress policy reloaded") > reloads
+		})
+		reloads++
+	}
+	t.Cleanup(func() { reload(policyNone) })
+	if out := ok(t, probe); strings.TrimSpace(out.Stdout) != "200" {
+		t.Fatalf("before the reload: %q", out.Stdout)
+	}
+	reload(`{"default": {"allow": []}}`)
+	if out := ok(t, probe); !strings.HasPrefix(strings.TrimSpace(out.Stdout), "403 egress denied") {
+		t.Errorf("after a reload that closes it: %q", out.Stdout)
+	}
+}
+
+// reloads counts the reloads the tests asked for.
+var reloads int

@@ -5,38 +5,41 @@
 package egress
 
 import (
-	"archive/zip"
 	"bytes"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
+// policyNone is a policy file that changes nothing for the test's callers (no key, no
+// tenant): its one entry is another tenant's.
+const policyNone = `{"tenants": {"someone-else": {"allow": []}}}`
+
 var (
 	srv *kilntest.Server
+	// policyFile is kiln's EGRESS_POLICY_FILE, which a test rewrites and reloads.
+	policyFile string
 	// The upstreams' ports: plain HTTP (allowed.test and other.test, both on it) and
 	// HTTPS (secure.test, the index too).
 	plainPort, securePort int
-	// wheelName and wheelSHA are the test's package as the index serves it.
-	wheelSHA string
 )
 
 const (
 	pkgName    = "kilnpkg"
 	pkgVersion = "1.0"
-	wheelName  = pkgName + "-" + pkgVersion + "-py3-none-any.whl"
 	greeting   = "hello from upstream"
+	// wheelModule is the test package's module: a function, a constant and a class.
+	wheelModule = "VALUE = 42\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n" +
+		"class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n" +
+		"    def __repr__(self):\n        return f'Point({self.x}, {self.y})'\n"
 )
 
 func TestMain(m *testing.M) {
@@ -49,13 +52,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	wheel, err := buildWheel()
+	wheel, err := kilntest.Wheel(pkgName, pkgVersion, wheelModule)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sum := sha256.Sum256(wheel)
-	wheelSHA = hex.EncodeToString(sum[:])
 
 	plain, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,6 +74,18 @@ func run(m *testing.M) int {
 	go upstream.Serve(secure)
 	defer upstream.Close()
 
+	dir, err := os.MkdirTemp("", "kiln-egress-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	policyFile = filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(policyFile, []byte(policyNone), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	p, s := strconv.Itoa(plainPort), strconv.Itoa(securePort)
 	return kilntest.Main(m, kilntest.Options{Env: []string{
 		"POOL_SIZE=2",
@@ -81,6 +94,7 @@ func run(m *testing.M) int {
 		"EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
 		"EGRESS_CA_BUNDLE=" + ca,
 		"PIP_INDEX_URL=https://secure.test:" + s + "/simple/",
+		"EGRESS_POLICY_FILE=" + policyFile,
 	}}, &srv)
 }
 
@@ -103,55 +117,6 @@ func handler(wheel []byte) http.Handler {
 			n -= k
 		}
 	})
-	mux.HandleFunc("/simple/", func(w http.ResponseWriter, r *http.Request) {
-		switch strings.Trim(r.URL.Path, "/") {
-		case "simple":
-			fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="%s/">%s</a></body></html>`, pkgName, pkgName)
-		case "simple/" + pkgName:
-			fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%s">%s</a></body></html>`,
-				wheelName, wheelSHA, wheelName)
-		default:
-			http.NotFound(w, r)
-		}
-	})
-	mux.HandleFunc("/files/"+wheelName, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Write(wheel)
-	})
+	kilntest.PackageIndex(mux, pkgName, pkgVersion, wheel)
 	return mux
-}
-
-// buildWheel makes the test's package: a pure-Python wheel whose module holds a
-// function and a constant.
-func buildWheel() ([]byte, error) {
-	distInfo := pkgName + "-" + pkgVersion + ".dist-info"
-	files := []struct{ name, body string }{
-		{pkgName + "/__init__.py", "VALUE = 42\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n" +
-			"class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n" +
-			"    def __repr__(self):\n        return f'Point({self.x}, {self.y})'\n"},
-		{distInfo + "/METADATA", "Metadata-Version: 2.1\nName: " + pkgName + "\nVersion: " + pkgVersion + "\n"},
-		{distInfo + "/WHEEL", "Wheel-Version: 1.0\nGenerator: kiln-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	var record strings.Builder
-	for _, f := range files {
-		w, err := zw.Create(f.name)
-		if err != nil {
-			return nil, err
-		}
-		w.Write([]byte(f.body))
-		sum := sha256.Sum256([]byte(f.body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
-	}
-	fmt.Fprintf(&record, "%s/RECORD,,\n", distInfo)
-	w, err := zw.Create(distInfo + "/RECORD")
-	if err != nil {
-		return nil, err
-	}
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
