@@ -12,10 +12,19 @@ import (
 	"time"
 )
 
-// copyBuffer is the size of each direction's buffer in a tunnel.
-const copyBuffer = 64 << 10
+// copyBuffer is the size of each direction's buffer in a tunnel, and of a plain HTTP
+// body's copy: a sandbox's connection is carried in frames of up to this much (its
+// channel's net frames take 256 KiB), and each write is one frame, so small buffers
+// would cost a frame's overhead many times over on a large download.
+const copyBuffer = 256 << 10
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
+
+// bufferPool lends httputil.ReverseProxy the tunnels' buffers.
+type bufferPool struct{}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // connect serves a CONNECT request. Before anything is answered the host is checked,
 // resolved by kiln, its addresses checked, and one dialled; a refusal is a 403 (a 502

@@ -78,7 +78,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, s *Scope, rec *R
 	}()
 
 	rp := &httputil.ReverseProxy{
-		Transport: s.httpTransport(),
+		Transport:  s.httpTransport(),
+		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.Host = "" // the URL's host
 			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {

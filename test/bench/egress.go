@@ -138,13 +138,13 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 }
 
 // resumedCalls times calls that resume a session (a DataFrame, and with install a
-// package it installed and an object of its class) after its sandbox died.
+// package it installed and imported) after its sandbox died.
 func resumedCalls(ctx context.Context, k *client, reps int, install bool) Summary {
 	name, setup := egressResumeFloorRow, "import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})"
 	if install {
 		name = egressResumeRow
 		setup = "import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '" + benchPackage +
-			"'], check=True)\nimport " + benchPackage + "\np = " + benchPackage + ".Point(1, 2)\n" + setup
+			"'], check=True)\nimport " + benchPackage + "\n" + setup
 	}
 	first, err := k.exec(ctx, map[string]any{"lang": "py", "code": setup})
 	if err != nil || first.Status != "ok" {

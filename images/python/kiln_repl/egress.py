@@ -72,7 +72,7 @@ class Forwarder:
         if tunnel is None:
             return  # cut here already: the host's last frames cross our close
         if op == "data":
-            tunnel.inbound.put(bytes(data))
+            tunnel.inbound.put(data)  # a buffer of its own: the channel reads each payload into a new one
         elif op == "eof":
             tunnel.inbound.put(EOF)
         elif op == "ack":
@@ -93,6 +93,9 @@ class Forwarder:
             except OSError as exc:
                 self._logger.log(f"the egress port stopped accepting: {exc!r}")
                 return
+            # Small writes (a CONNECT's answer, TLS handshake records) go at once: Nagle's
+            # wait for an acknowledgement would add a delayed ACK's 40 ms to a round trip.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 if len(self._tunnels) >= MAX_CONNECTIONS:
                     sock.close()
@@ -131,7 +134,7 @@ class Tunnel:
         self.id = conn
         self._forwarder = forwarder
         self._sock = sock
-        self.inbound: queue.SimpleQueue[bytes | Marker] = queue.SimpleQueue()
+        self.inbound: queue.SimpleQueue[memoryview | Marker] = queue.SimpleQueue()
         self._window = threading.Condition()
         self._credit = WINDOW
         self._linger: threading.Timer | None = None
