@@ -162,8 +162,11 @@ func (t *tunnel) Read(p []byte) (int, error) {
 		t.in = nil // let the buffer go
 	}
 	t.unacked += int64(n)
+	// Acknowledged a quarter window at a time, not read by read: a small message's read
+	// does not wait for a frame back first. The REPL blocks only with a whole window
+	// unacknowledged, so a quarter of it is always unread here and this Read comes again.
 	ack := int64(0)
-	if t.unacked >= protocol.NetWindow/4 || (len(t.in) == 0 && t.unacked > 0) {
+	if t.unacked >= protocol.NetWindow/4 {
 		ack, t.unacked = t.unacked, 0
 	}
 	t.mu.Unlock()

@@ -1,23 +1,25 @@
 """What pip installed in a session, kept with its state so that a resumed session has it again.
 
 With egress on, pip installs under the session's own base (egress.PACKAGES_BASE, in the working
-directory). The state's header carries that directory as an uncompressed tar (the whole blob is
-compressed anyway), and a restore writes it back before the names are unpickled, so that objects
-of those packages come back too. Nothing is downloaded again: the host keeps the files, in the
-state blob. The archive is made again only when the directory changed.
+directory). The state's header carries that directory's files (relative path -> mode and bytes;
+the whole blob is compressed anyway), and a restore writes them back before the names are
+unpickled, so that objects of those packages come back too. Nothing is downloaded again: the
+host keeps the files, in the state blob. The map is made again only when the directory changed.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
+import stat
 
-# The most a session's installed files may take in its state, as a tar: past it they are not
-# kept, and the state's notes say so.
+from kiln_repl.files import PathRefused, open_parent, relative_parts
+
+# The most a session's installed files may take in its state: past it they are not kept, and
+# the state's notes say so.
 MAX_ARCHIVE_BYTES = 32 << 20
 
 Fingerprint = tuple[tuple[str, int, int], ...]
+Archive = dict[str, tuple[int, bytes]]  # relative path -> (mode bits, content)
 
 
 class Packages:
@@ -27,50 +29,67 @@ class Packages:
         self.root = root
         self.cap = cap
         self._fingerprint: Fingerprint = ()
-        self._archive: bytes | None = None
+        self._archive: Archive | None = None
         self._note: str | None = None
 
-    def archive(self) -> tuple[bytes | None, str | None]:
-        """The directory as a tar (None when it is empty or over the cap), and a note when it
-        could not be kept."""
+    def archive(self) -> tuple[Archive | None, str | None]:
+        """The directory's files (None when there are none or they are over the cap), and a
+        note when they could not be kept."""
         fingerprint = tree_fingerprint(self.root)
         if fingerprint == self._fingerprint:
             return self._archive, self._note
         self._fingerprint, self._archive, self._note = fingerprint, None, None
-        if not any(size for _, size, _ in fingerprint):
-            return None, None
         size = sum(size for _, size, _ in fingerprint)
+        if not size:
+            return None, None
         if size > self.cap:
             self._note = (f"installed packages not kept ({size >> 20} MB of files, over the {self.cap >> 20} MB a "
                           "session keeps): a resumed session will not have them")
             return None, self._note
-        buffer = io.BytesIO()
+        archive: Archive = {}
         try:
-            with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                for name in sorted(os.listdir(self.root)):
-                    tar.add(os.path.join(self.root, name), arcname=name)
+            for path, _, _ in fingerprint:
+                full = os.path.join(self.root, path)
+                with open(full, "rb") as handle:
+                    archive[path] = (stat.S_IMODE(os.fstat(handle.fileno()).st_mode), handle.read())
         except OSError as exc:
             self._note = f"installed packages not kept: {exc.strerror or exc}"
             return None, self._note
-        self._archive = buffer.getvalue()
-        return self._archive, None
+        self._archive = archive
+        return archive, None
 
-    def restore(self, archive: bytes) -> str | None:
-        """Writes a kept archive back under root; a note when it could not be."""
+    def restore(self, archive: object) -> str | None:
+        """Writes kept files back under root, never outside it and never through a link; a
+        note when they could not be."""
+        if not isinstance(archive, dict):
+            return "installed packages not restored: not a map of files"
+        parents: dict[str, int] = {}  # each directory opened once, walked down without links
         try:
             os.makedirs(self.root, exist_ok=True)
-            with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-                # The "data" filter: no links out, no devices, no absolute paths (Python 3.12; the
-                # linter's stubs are older).
-                tar.extractall(self.root, filter="data")  # type: ignore[call-arg]
-        except (OSError, tarfile.TarError) as exc:
+            for path, entry in archive.items():
+                mode, content = entry
+                if not isinstance(path, str) or not isinstance(content, bytes) or not isinstance(mode, int):
+                    raise PathRefused("not a file entry")
+                parts = relative_parts(path)
+                parent = "/".join(parts[:-1])
+                if parent not in parents:
+                    parents[parent] = open_parent(self.root, parts, create=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+                fd = os.open(parts[-1], flags, 0o755 if mode & 0o111 else 0o644, dir_fd=parents[parent])
+                with open(fd, "wb") as handle:
+                    handle.write(content)
+        except (OSError, PathRefused, ValueError, TypeError) as exc:
             return f"installed packages not restored: {exc}"
+        finally:
+            for fd in parents.values():
+                os.close(fd)
         self._fingerprint, self._archive, self._note = tree_fingerprint(self.root), archive, None
         return None
 
 
 def tree_fingerprint(root: str) -> Fingerprint:
-    """Every regular file under root with its size and modification time, in a stable order."""
+    """Every regular file under root with its size and modification time, in a stable order;
+    symlinks are not followed, nor kept."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -80,5 +99,6 @@ def tree_fingerprint(root: str) -> Fingerprint:
                 info = os.lstat(path)
             except OSError:
                 continue
-            out.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+            if stat.S_ISREG(info.st_mode):
+                out.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
     return tuple(out)

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import builtins
 import contextlib
+import fcntl
 import importlib
 import os
 import platform
@@ -418,11 +419,26 @@ def take_over_fds() -> tuple[int, int, int]:
     the log, so that output during the pre-imports cannot reach the protocol channel.
     """
     proto_in, proto_out, log_fd = os.dup(0), os.dup(1), os.dup(2)
+    for fd in (proto_in, proto_out):
+        widen_pipe(fd)
     null_fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_fd, 0)
     os.close(null_fd)
     os.dup2(2, 1)
     return proto_in, proto_out, log_fd
+
+
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size: what an unprivileged process may ask for
+
+
+def widen_pipe(fd: int) -> None:
+    """Asks for a 1 MiB pipe where the channel is a pipe (Docker's attach, an exec), so that
+    a state, a file or the code's downloads cross it in fewer reads and writes than with the
+    64 KiB default. Anything else (a socket, a terminal), or a refusal, leaves it as it is."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (OSError, AttributeError):
+        pass
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

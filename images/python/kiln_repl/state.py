@@ -199,7 +199,7 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
     saved = header.get("settings", {})
     notes = settings.apply(saved)
     archive = header.get("packages")
-    if isinstance(archive, bytes) and packages is not None:
+    if archive is not None and packages is not None:
         if note := packages.restore(archive):
             notes.append(note)
     notes += import_modules(header.get("modules", {}), namespace)

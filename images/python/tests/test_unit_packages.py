@@ -50,7 +50,27 @@ class PackagesTest(unittest.TestCase):
         self.assertIn("not kept", note)
 
     def test_a_broken_archive_is_a_note(self) -> None:
-        self.assertIn("not restored", Packages(self.root).restore(b"not a tar") or "")
+        self.assertIn("not restored", Packages(self.root).restore(b"not a map") or "")
+
+    def test_a_path_out_of_the_base_is_refused(self) -> None:
+        for path in ("../escape.py", "/etc/passwd", "lib/../../x"):
+            with self.subTest(path=path):
+                note = Packages(self.root).restore({path: (0o644, b"x")})
+                self.assertIn("not restored", note or "")
+        self.assertFalse(os.path.exists(os.path.join(os.path.dirname(self.root), "escape.py")))
+
+    def test_a_symlink_in_the_way_is_not_followed(self) -> None:
+        outside = tempfile.mkdtemp()
+        self.addCleanup(lambda: os.system(f"rm -rf {outside}"))
+        os.symlink(outside, os.path.join(self.root, "lib"))
+        note = Packages(self.root).restore({"lib/evil.py": (0o644, b"x")})
+        self.assertIn("not restored", note or "")
+        self.assertEqual(os.listdir(outside), [])
+
+    def test_console_scripts_stay_executable(self) -> None:
+        note = Packages(self.root).restore({"bin/tool": (0o755, b"#!/bin/sh\necho hi\n")})
+        self.assertIsNone(note)
+        self.assertTrue(os.access(os.path.join(self.root, "bin", "tool"), os.X_OK))
 
 
 if __name__ == "__main__":
