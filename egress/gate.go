@@ -39,11 +39,19 @@ type Call struct {
 // scope once the call is over (cutting what is still open). A malformed Network is an
 // error naming the field.
 func (g *Gate) Open(c Call) (serve func(net.Conn), end func(), err error) {
-	policy, err := g.file.Load().Select(g.base, c.Tenant, c.Key).Narrow(c.Network)
+	scope, err := g.scope(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	scope := g.proxy.NewScope(policy, Labels{Caller: c.Caller, Session: c.Session})
 	serve = func(conn net.Conn) { _ = g.proxy.ServeConn(conn, scope) }
 	return serve, func() { _ = scope.Close() }, nil
+}
+
+// scope opens the scope of call c under its policy.
+func (g *Gate) scope(c Call) (*Scope, error) {
+	policy, err := g.file.Load().Select(g.base, c.Tenant, c.Key).Narrow(c.Network)
+	if err != nil {
+		return nil, err
+	}
+	return g.proxy.NewScope(policy, Labels{Caller: c.Caller, Session: c.Session}), nil
 }
