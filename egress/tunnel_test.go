@@ -253,10 +253,10 @@ type teeConn struct {
 	w io.Writer
 }
 
+// Write records p before it goes: once the proxy has read the bytes, the test sees them.
 func (c *teeConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.w.Write(p[:n])
-	return n, err
+	c.w.Write(p)
+	return c.Conn.Write(p)
 }
 
 // eventually retries check until it returns "" or two seconds pass.
