@@ -119,9 +119,14 @@ func newTunnel(c *Conn, id uint32) *tunnel {
 func (t *tunnel) update(change func()) {
 	t.mu.Lock()
 	change()
+	t.wake()
+	t.mu.Unlock()
+}
+
+// wake wakes the tunnel's waiters; the caller holds its lock.
+func (t *tunnel) wake() {
 	close(t.changed)
 	t.changed = make(chan struct{})
-	t.mu.Unlock()
 }
 
 // deliver appends data from the REPL; false when the REPL sent past its window.
@@ -232,8 +237,7 @@ func (t *tunnel) Close() error {
 	tell := !t.remoteClosed
 	t.readDL.stop()
 	t.writeDL.stop()
-	close(t.changed)
-	t.changed = make(chan struct{})
+	t.wake()
 	t.in = nil
 	t.mu.Unlock()
 	t.c.tunnelMu.Lock()
@@ -295,8 +299,7 @@ func (d *deadline) set(at time.Time) {
 		d.timer = time.AfterFunc(wait, func() { d.t.update(func() {}) })
 		return
 	}
-	close(d.t.changed) // passed already: wake the waiters now
-	d.t.changed = make(chan struct{})
+	d.t.wake() // passed already: wake the waiters now
 }
 
 func (d *deadline) stop() {

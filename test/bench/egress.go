@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/test/kilntest"
+	"github.com/kilnsh/kiln/test/testca"
 )
 
 // The egress rows: code in a sandbox reaching a host through kiln's proxy (the REPL's
@@ -55,19 +56,19 @@ for _ in range(int(sys.argv[2])):
 
 func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 	log.Printf("egress: downloads and GETs through kiln's proxy, against a host process")
-	caPEM, leaf, err := kilntest.TestCA("secure.test", "localhost")
+	ca, err := testca.New("secure.test", "localhost")
 	if err != nil {
 		return err
 	}
 	caFile := filepath.Join(b.tmp, "egress-ca.pem")
-	if err := os.WriteFile(caFile, []byte(caPEM), 0o644); err != nil {
+	if err := os.WriteFile(caFile, []byte(ca.PEM), 0o644); err != nil {
 		return err
 	}
 	plain, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	secure, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf}})
+	secure, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Leaf}})
 	if err != nil {
 		plain.Close()
 		return err
@@ -87,7 +88,7 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 	srv, k, err := b.start(ctx, []string{
 		fmt.Sprintf("EGRESS_ALLOW=download.test:%d,secure.test:%d", pp, sp),
 		"EGRESS_RESOLVE=download.test=127.0.0.1,secure.test=127.0.0.1", "EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
-		"EGRESS_CA_BUNDLE=" + caPEM, "MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60",
+		"EGRESS_CA_BUNDLE=" + ca.PEM, "MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60",
 		fmt.Sprintf("PIP_INDEX_URL=https://secure.test:%d/simple/", sp),
 	}, 2)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/test/kilntest"
+	"github.com/kilnsh/kiln/test/testca"
 )
 
 // policyNone is a policy file that changes nothing for the test's callers (no key, no
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ca, leaf, err := kilntest.TestCA("secure.test")
+	ca, err := testca.New("secure.test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -63,7 +64,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	secure, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf}})
+	secure, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Leaf}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -92,7 +93,7 @@ func run(m *testing.M) int {
 		"EGRESS_ALLOW=allowed.test:" + p + ",secure.test:" + s,
 		"EGRESS_RESOLVE=allowed.test=127.0.0.1,other.test=127.0.0.1,secure.test=127.0.0.1",
 		"EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
-		"EGRESS_CA_BUNDLE=" + ca,
+		"EGRESS_CA_BUNDLE=" + ca.PEM,
 		"PIP_INDEX_URL=https://secure.test:" + s + "/simple/",
 		"EGRESS_POLICY_FILE=" + policyFile,
 	}}, &srv)

@@ -66,19 +66,25 @@ def write_input_file(data_dir: str, item: InputFile) -> None:
     parts = relative_parts(item.path)
     dir_fd = open_parent(data_dir, parts, create=True)
     try:
-        # O_NONBLOCK: a FIFO left in the way must fail, not hang.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        try:
-            fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
-        except OSError as exc:
-            raise PathRefused(f"cannot be written ({exc.strerror}; a symlink is refused)") from None
-        with open(fd, "wb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise PathRefused("not a regular file")
-            handle.truncate(0)
-            handle.write(item.content)
+        write_at(dir_fd, parts[-1], item.content)
     finally:
         os.close(dir_fd)
+
+
+def write_at(dir_fd: int, name: str, content: bytes | memoryview, mode: int = 0o644) -> None:
+    """Writes a regular file name in the directory dir_fd; a symlink, a FIFO or anything else
+    but a regular file in its place is refused."""
+    # O_NONBLOCK: a FIFO left in the way must fail, not hang.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(name, flags, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        raise PathRefused(f"cannot be written ({exc.strerror}; a symlink is refused)") from None
+    with open(fd, "wb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PathRefused("not a regular file")
+        handle.truncate(0)
+        handle.write(content)
 
 
 def remove_file(data_dir: str, path: str) -> None:

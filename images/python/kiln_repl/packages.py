@@ -4,7 +4,8 @@ With egress on, pip installs under the session's own base (egress.PACKAGES_BASE,
 directory). The state's header carries that directory's files (relative path -> mode and bytes;
 the whole blob is compressed anyway), and a restore writes them back before the names are
 unpickled, so that objects of those packages come back too. Nothing is downloaded again: the
-host keeps the files, in the state blob. The map is made again only when the directory changed.
+host keeps the files, in the state blob. The map is made again only when a quick look (a stat per package, see quick_fingerprint) sees a
+change: a capture of a session that installed nothing new walks no package's files.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-from kiln_repl.files import PathRefused, open_parent, relative_parts
+from kiln_repl.files import PathRefused, open_parent, relative_parts, write_at
 
 # The most a session's installed files may take in its state: past it they are not kept, and
 # the state's notes say so.
@@ -35,10 +36,11 @@ class Packages:
     def archive(self) -> tuple[Archive | None, str | None]:
         """The directory's files (None when there are none or they are over the cap), and a
         note when they could not be kept."""
-        fingerprint = tree_fingerprint(self.root)
-        if fingerprint == self._fingerprint:
+        quick = quick_fingerprint(self.root)
+        if quick == self._fingerprint:
             return self._archive, self._note
-        self._fingerprint, self._archive, self._note = fingerprint, None, None
+        self._fingerprint, self._archive, self._note = quick, None, None
+        fingerprint = tree_fingerprint(self.root)
         size = sum(size for _, size, _ in fingerprint)
         if not size:
             return None, None
@@ -74,16 +76,13 @@ class Packages:
                 parent = "/".join(parts[:-1])
                 if parent not in parents:
                     parents[parent] = open_parent(self.root, parts, create=True)
-                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-                fd = os.open(parts[-1], flags, 0o755 if mode & 0o111 else 0o644, dir_fd=parents[parent])
-                with open(fd, "wb") as handle:
-                    handle.write(content)
+                write_at(parents[parent], parts[-1], content, 0o755 if mode & 0o111 else 0o644)
         except (OSError, PathRefused, ValueError, TypeError) as exc:
             return f"installed packages not restored: {exc}"
         finally:
             for fd in parents.values():
                 os.close(fd)
-        self._fingerprint, self._archive, self._note = tree_fingerprint(self.root), archive, None
+        self._fingerprint, self._archive, self._note = quick_fingerprint(self.root), archive, None
         return None
 
 
@@ -101,4 +100,41 @@ def tree_fingerprint(root: str) -> Fingerprint:
                 continue
             if stat.S_ISREG(info.st_mode):
                 out.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+    return tuple(out)
+
+
+# How deep the quick look goes: root/lib/python3.13/site-packages/<a package> is 4.
+QUICK_DEPTH = 4
+
+
+def quick_fingerprint(root: str) -> Fingerprint:
+    """What changes when pip installs, upgrades or removes anything: the entries down to the
+    packages' own directories (each one's inode and time, which a new or removed file in it
+    changes) and each distribution's RECORD, which pip writes on every install. It costs a
+    stat per package, not per file: it is taken on every capture. A file edited in place
+    inside a package is not seen until something else changes."""
+    out: list[tuple[str, int, int]] = []
+
+    def visit(path: str, rel: str, depth: int) -> None:
+        try:
+            entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in entries:
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out.append((name, info.st_ino, info.st_mtime_ns))
+            if entry.name.endswith(".dist-info") and entry.is_dir(follow_symlinks=False):
+                try:
+                    record = os.lstat(os.path.join(entry.path, "RECORD"))
+                    out.append((name + "/RECORD", record.st_size, record.st_mtime_ns))
+                except OSError:
+                    pass
+            elif depth < QUICK_DEPTH and entry.is_dir(follow_symlinks=False):
+                visit(entry.path, name, depth + 1)
+
+    visit(root, "", 1)
     return tuple(out)

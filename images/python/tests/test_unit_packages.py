@@ -42,6 +42,16 @@ class PackagesTest(unittest.TestCase):
         self.install(other, "more.py", "x = 1\n")
         self.assertNotEqual(restored.archive()[0], archive)
 
+    def test_a_file_added_inside_a_package_is_seen(self) -> None:
+        self.install(self.root, "pkg/__init__.py", "A = 1\n")
+        packages = Packages(self.root)
+        first, _ = packages.archive()
+        self.install(self.root, "pkg/more.py", "B = 2\n")  # as an upgrade adds a module
+        second, _ = packages.archive()
+        assert second is not None
+        self.assertIsNot(second, first)
+        self.assertIn("lib/python3/site-packages/pkg/more.py", second)
+
     def test_past_the_cap_nothing_is_kept_and_a_note_says_so(self) -> None:
         self.install(self.root, "big.py", "#" * 4096)
         archive, note = Packages(self.root, cap=1024).archive()
