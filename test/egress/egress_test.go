@@ -376,3 +376,52 @@ except urllib.error.HTTPError as e:
 
 // reloads counts the reloads the tests asked for.
 var reloads int
+
+// An allowed name that resolves to an address the policy keeps closed is refused, before
+// any connection: a private address EGRESS_ALLOW_PRIVATE does not name (DNS rebinding),
+// and the cloud metadata address.
+func TestAllowedNameOnAClosedAddressIsRefused(t *testing.T) {
+	out := ok(t, map[string]any{"code": fmt.Sprintf(`
+import urllib.request, urllib.error
+for url in [%q, "http://meta.test/latest/meta-data/"]:
+    try:
+        urllib.request.urlopen(url, timeout=30)
+        print("reached", url)
+    except urllib.error.HTTPError as e:
+        print(e.code, e.read().decode().strip())
+`, plainURL("rebind.test", "/hello"))})
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "403 egress denied") || !strings.Contains(lines[0], "127.0.0.2") ||
+		!strings.HasPrefix(lines[1], "403 egress denied") || !strings.Contains(lines[1], "metadata") {
+		t.Errorf("closed addresses behind allowed names:\n%s", out.Stdout)
+	}
+}
+
+// Real data through the proxy: a table read with pandas, a model fitted on it, an array
+// of bytes past 64 KiB, and a package installed, all in one session; after its sandbox
+// dies, the resumed session has every one of them back.
+func TestRealDataThroughTheProxySurvivesTheSandbox(t *testing.T) {
+	out := ok(t, map[string]any{"code": fmt.Sprintf(`
+import subprocess, sys
+import numpy as np, pandas as pd, requests
+from sklearn.linear_model import LinearRegression
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", "%s"], check=True)
+import %s
+df = pd.read_csv(%q)
+model = LinearRegression().fit(df[["x1", "x2"]], df["y"])
+arr = np.frombuffer(requests.get(%q, timeout=60).content, dtype=np.uint8)
+point = %s.Point(len(df), arr.size)
+print(df.shape, model.coef_.round(3).tolist(), round(float(model.intercept_), 3), arr.size, int(arr[:16].sum()))
+`, pkgName, pkgName, plainURL("allowed.test", "/data.csv"), plainURL("allowed.test", "/bytes?n=300000"), pkgName)})
+	want := "(5000, 4) [2.0, -3.0] 1.0 300000 1122" // the bytes of "0123456789abcdef" add up to 1122
+	if strings.TrimSpace(out.Stdout) != want || out.StateError != nil {
+		t.Fatalf("first call: %q (want %q), state error %s, stderr %s", out.Stdout, want, kilntest.Str(out.StateError), out.Stderr)
+	}
+	if died := exec(t, map[string]any{"session_id": out.SessionID, "code": "import os\nos.kill(os.getpid(), 9)"}); died.Status != "sandbox_died" {
+		t.Fatalf("the kill: status %s", died.Status)
+	}
+	next := ok(t, map[string]any{"session_id": out.SessionID, "code": "print(len(df), abs(float(model.predict(df[['x1', 'x2']].iloc[:1])[0] - df.y[0])) < 1e-6, arr.size, point)"})
+	if next.RuntimeStatus != "resumed" || strings.TrimSpace(next.Stdout) != "5000 True 300000 Point(5000, 300000)" {
+		t.Errorf("resumed: runtime %q, stdout %q, stderr %s, state error %s", next.RuntimeStatus, next.Stdout, next.Stderr, kilntest.Str(next.StateError))
+	}
+}

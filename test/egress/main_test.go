@@ -90,8 +90,11 @@ func run(m *testing.M) int {
 	p, s := strconv.Itoa(plainPort), strconv.Itoa(securePort)
 	return kilntest.Main(m, kilntest.Options{Env: []string{
 		"POOL_SIZE=2",
-		"EGRESS_ALLOW=allowed.test:" + p + ",secure.test:" + s,
-		"EGRESS_RESOLVE=allowed.test=127.0.0.1,other.test=127.0.0.1,secure.test=127.0.0.1",
+		// rebind.test and meta.test are allowed names whose addresses are not: a private one
+		// EGRESS_ALLOW_PRIVATE leaves closed, and the cloud metadata address.
+		"EGRESS_ALLOW=allowed.test:" + p + ",secure.test:" + s + ",rebind.test:" + p + ",meta.test:80",
+		"EGRESS_RESOLVE=allowed.test=127.0.0.1,other.test=127.0.0.1,secure.test=127.0.0.1," +
+			"rebind.test=127.0.0.2,meta.test=169.254.169.254",
 		"EGRESS_ALLOW_PRIVATE=127.0.0.1/32",
 		"EGRESS_CA_BUNDLE=" + ca.PEM,
 		"PIP_INDEX_URL=https://secure.test:" + s + "/simple/",
@@ -103,6 +106,9 @@ func run(m *testing.M) int {
 // with one package.
 func handler(wheel []byte) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/data.csv", func(w http.ResponseWriter, r *http.Request) {
+		w.Write(dataCSV())
+	})
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s (%s)", greeting, r.Host)
 	})
@@ -120,4 +126,15 @@ func handler(wheel []byte) http.Handler {
 	})
 	kilntest.PackageIndex(mux, pkgName, pkgVersion, wheel)
 	return mux
+}
+
+// dataCSV is a table of 5,000 rows (about 150 KB) where y = 2 x1 - 3 x2 + 1 exactly.
+func dataCSV() []byte {
+	var b bytes.Buffer
+	b.WriteString("x1,x2,y,label\n")
+	for i := range 5000 {
+		x1, x2 := float64(i%97)/7, float64(i%89)/3
+		fmt.Fprintf(&b, "%.6f,%.6f,%.6f,row-%d\n", x1, x2, 2*x1-3*x2+1, i)
+	}
+	return b.Bytes()
 }
