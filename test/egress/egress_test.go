@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -423,5 +424,35 @@ print(df.shape, model.coef_.round(3).tolist(), round(float(model.intercept_), 3)
 	next := ok(t, map[string]any{"session_id": out.SessionID, "code": "print(len(df), abs(float(model.predict(df[['x1', 'x2']].iloc[:1])[0] - df.y[0])) < 1e-6, arr.size, point)"})
 	if next.RuntimeStatus != "resumed" || strings.TrimSpace(next.Stdout) != "5000 True 300000 Point(5000, 300000)" {
 		t.Errorf("resumed: runtime %q, stdout %q, stderr %s, state error %s", next.RuntimeStatus, next.Stdout, next.Stderr, kilntest.Str(next.StateError))
+	}
+}
+
+// With REPL_ENABLED=false (Docker only) each call's REPL is exec'd afresh: its
+// connections go through the proxy under the call's policy all the same.
+func TestPerCallREPLReachesThroughTheProxy(t *testing.T) {
+	if kilntest.OnKubernetes() {
+		t.Skip("REPL_ENABLED=false exists only with RUNTIME=docker; the Docker pass of make test runs this")
+	}
+	env := append(slices.Clone(egressEnv), "REPL_ENABLED=false", "POOL_SIZE=1")
+	s, err := kilntest.Start(kilntest.Options{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	code := fmt.Sprintf(`
+import urllib.request, urllib.error
+print(urllib.request.urlopen(%q, timeout=30).read().decode())
+try:
+    urllib.request.urlopen(%q, timeout=30)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+`, plainURL("allowed.test", "/hello"), plainURL("other.test", "/hello"))
+	var out kilntest.ExecResponse
+	if resp, err := s.PostJSON("/exec", map[string]any{"lang": "py", "code": code}, &out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /exec: %v %v", resp, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if out.Status != "ok" || len(lines) != 2 || !strings.HasPrefix(lines[0], greeting) || !strings.HasPrefix(lines[1], "403 egress denied") {
+		t.Errorf("per-call REPL: status %s, stdout %q, stderr %q", out.Status, out.Stdout, out.Stderr)
 	}
 }

@@ -28,6 +28,8 @@ var (
 	srv *kilntest.Server
 	// policyFile is kiln's EGRESS_POLICY_FILE, which a test rewrites and reloads.
 	policyFile string
+	// egressEnv is the shared kiln's egress configuration, for a test's own kiln.
+	egressEnv []string
 	// The upstreams' ports: plain HTTP (allowed.test and other.test, both on it) and
 	// HTTPS (secure.test, the index too).
 	plainPort, securePort int
@@ -88,7 +90,7 @@ func run(m *testing.M) int {
 	}
 
 	p, s := strconv.Itoa(plainPort), strconv.Itoa(securePort)
-	return kilntest.Main(m, kilntest.Options{Env: []string{
+	egressEnv = []string{
 		"POOL_SIZE=2",
 		// rebind.test and meta.test are allowed names whose addresses are not: a private one
 		// EGRESS_ALLOW_PRIVATE leaves closed, and the cloud metadata address.
@@ -99,7 +101,8 @@ func run(m *testing.M) int {
 		"EGRESS_CA_BUNDLE=" + ca.PEM,
 		"PIP_INDEX_URL=https://secure.test:" + s + "/simple/",
 		"EGRESS_POLICY_FILE=" + policyFile,
-	}}, &srv)
+	}
+	return kilntest.Main(m, kilntest.Options{Env: egressEnv}, &srv)
 }
 
 // handler serves the upstreams: a greeting, a stream of n bytes, and a PEP 503 index
