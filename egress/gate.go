@@ -22,6 +22,10 @@ func NewGate(p *Proxy, base Policy, file *Policies) *Gate {
 	return g
 }
 
+// Close closes the gate's proxy (Proxy.Close): every call's connections are cut, and
+// Close waits for their handlers.
+func (g *Gate) Close() error { return g.proxy.Close() }
+
 // SetPolicies replaces the policy file's overrides (nil for none): calls opened from now
 // on get them, calls under way keep theirs.
 func (g *Gate) SetPolicies(file *Policies) { g.file.Store(file) }

@@ -37,10 +37,8 @@ type Main struct {
 
 	runtime sandbox.Runtime
 	pools   *pool.Set
-	// egressProxy serves the sandboxes' connections; nil when egress is off.
-	egressProxy *egress.Proxy
-	gate        *egress.Gate
-	live        *session.Live // nil when LIVE_SESSIONS is off
+	gate    *egress.Gate  // the sandboxes' way out; nil when egress is off
+	live    *session.Live // nil when LIVE_SESSIONS is off
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
@@ -125,7 +123,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	var gate session.Egress // nil when off, not a nil *egress.Gate
 	if cfg.egress.On() {
-		m.gate, m.egressProxy = newGate(cfg.egress, met, m.log)
+		m.gate = newGate(cfg.egress, met, m.log)
 		gate = m.gate
 		m.log.Info("egress is on: sandboxes reach what the policy allows through kiln's proxy")
 	}
@@ -251,8 +249,8 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			cancel()
 		}
-		if m.egressProxy != nil {
-			_ = m.egressProxy.Close() // every call has ended: nothing of theirs is left open
+		if m.gate != nil {
+			_ = m.gate.Close() // every call has ended: nothing of theirs is left open
 		}
 		if m.stopBg != nil {
 			m.stopBg()

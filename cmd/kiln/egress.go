@@ -121,7 +121,7 @@ func (c EgressConfig) egressEnv(e *egressSetup) []string {
 }
 
 // newGate starts the egress proxy for e, whose every decision is logged and counted.
-func newGate(e *egressSetup, met *metrics.Metrics, log *slog.Logger) (*egress.Gate, *egress.Proxy) {
+func newGate(e *egressSetup, met *metrics.Metrics, log *slog.Logger) *egress.Gate {
 	p := egress.New(egress.Options{
 		Logger: log,
 		Audit: func(r egress.Record) {
@@ -136,5 +136,5 @@ func newGate(e *egressSetup, met *metrics.Metrics, log *slog.Logger) (*egress.Ga
 				"duration_ms", r.Duration.Milliseconds(), "err", r.Err)
 		},
 	})
-	return egress.NewGate(p, e.base, e.file), p
+	return egress.NewGate(p, e.base, e.file)
 }
