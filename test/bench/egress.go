@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -169,21 +168,10 @@ func resumedCalls(ctx context.Context, k *client, reps int, install bool) Summar
 	return summarize(name, took, fails, "the whole call as the client sees it, after the session's sandbox died")
 }
 
-// upstreamHandler serves n bytes and a greeting.
+// upstreamHandler serves n bytes (kilntest.Bytes) and a greeting.
 func upstreamHandler() *http.ServeMux {
-	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
-		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		for n > 0 {
-			k := min(n, len(chunk))
-			if _, err := w.Write(chunk[:k]); err != nil {
-				return
-			}
-			n -= k
-		}
-	})
+	kilntest.Bytes(mux)
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) })
 	return mux
 }

@@ -1,9 +1,6 @@
 package egress
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -232,7 +229,7 @@ with requests.get(%q, stream=True, timeout=60) as r:
         h.update(chunk); size += len(chunk)
 print(size, h.hexdigest())
 `, plainURL("allowed.test", fmt.Sprintf("/bytes?n=%d", n)))})
-	want := fmt.Sprintf("%d %s", n, expectedDigest(n))
+	want := fmt.Sprintf("%d %s", n, kilntest.PatternDigest(n))
 	if strings.TrimSpace(out.Stdout) != want {
 		t.Errorf("download: %q, want %q", out.Stdout, want)
 	}
@@ -264,18 +261,6 @@ func grep(text []byte, prefix string) string {
 		}
 	}
 	return b.String()
-}
-
-// expectedDigest is the SHA-256 of what /bytes?n= sends.
-func expectedDigest(n int) string {
-	h := sha256.New()
-	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-	for n > 0 {
-		k := min(n, len(chunk))
-		h.Write(chunk[:k])
-		n -= k
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // The MCP tool narrows the policy as /exec does: a list keeps what both allow, an empty

@@ -115,18 +115,7 @@ func handler(wheel []byte) http.Handler {
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s (%s)", greeting, r.Host)
 	})
-	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
-		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-		for n > 0 {
-			k := min(n, len(chunk))
-			if _, err := w.Write(chunk[:k]); err != nil {
-				return
-			}
-			n -= k
-		}
-	})
+	kilntest.Bytes(mux)
 	kilntest.PackageIndex(mux, pkgName, pkgVersion, wheel)
 	return mux
 }

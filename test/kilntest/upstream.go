@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -69,4 +71,34 @@ func PackageIndex(mux *http.ServeMux, name, version string, wheel []byte) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Write(wheel)
 	})
+}
+
+// patternChunk is what Bytes repeats: 64 KiB of "0123456789abcdef".
+var patternChunk = bytes.Repeat([]byte("0123456789abcdef"), 4096)
+
+// Bytes serves /bytes?n=N on mux: N bytes of "0123456789abcdef" repeated, with their
+// length, written a chunk at a time; PatternDigest is their SHA-256.
+func Bytes(mux *http.ServeMux) {
+	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		for n > 0 {
+			k := min(n, len(patternChunk))
+			if _, err := w.Write(patternChunk[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+}
+
+// PatternDigest is the hex SHA-256 of the n bytes Bytes serves.
+func PatternDigest(n int) string {
+	h := sha256.New()
+	for n > 0 {
+		k := min(n, len(patternChunk))
+		h.Write(patternChunk[:k])
+		n -= k
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
