@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -27,15 +28,23 @@ type Config struct {
 	// OCIRuntime is the daemon's runtime for sandboxes: "" for its default (runc), "runsc"
 	// for gVisor.
 	OCIRuntime string
+	// SocketDir, when set, is where each sandbox that may reach the egress proxy
+	// (Spec.Egress) gets a Unix socket of its own, mounted into it: a path the daemon sees
+	// as kiln does. Empty: the REPL's connections travel as net frames on the attach
+	// stream only. Under gVisor the socket is reached only with runsc's --host-uds=open;
+	// without, the REPL falls back to the frames.
+	SocketDir string
 }
 
 // Runtime makes sandboxes as containers of the local Docker daemon.
 type Runtime struct {
-	api      *client.Client
-	log      *slog.Logger
-	frames   sandbox.FrameLimits
-	instance string
-	oci      string
+	api       *client.Client
+	log       *slog.Logger
+	frames    sandbox.FrameLimits
+	instance  string
+	oci       string
+	socketDir string
+	noSockets atomic.Bool // the daemon could not mount socketDir: egress goes as frames
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -51,7 +60,7 @@ func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime}, nil
+	return &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime, socketDir: cfg.SocketDir}, nil
 }
 
 // Name returns "docker".
@@ -95,16 +104,37 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 // output is missed), wait (so the exit code is known), start. ctx bounds the whole
 // warm-up; on any failure the container is removed with a context of its own.
 func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
-	cfg, host := r.configs(spec, time.Now())
+	now := time.Now()
+	cfg, host := r.configs(spec, now)
+	var sock *egressSocket
+	if spec.Egress && r.socketDir != "" && !r.noSockets.Load() {
+		var err error
+		if sock, err = r.newSocket(); err != nil {
+			r.log.Warn("no egress socket for the sandbox: its connections go as net frames", "err", err)
+		} else {
+			sock.mount(cfg, host)
+		}
+	}
 	// The create is not cut short by ctx: a create the daemon carries out after its caller
 	// gave up would leave a container no one knows of. It is quick; ctx is checked after.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	created, err := r.api.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil && sock != nil {
+		// The daemon cannot mount the socket's directory: it does not see kiln's paths
+		// (kiln runs in a container of its own). The frames carry egress from now on.
+		sock.close()
+		sock = nil
+		cfg, host = r.configs(spec, now)
+		created, err = r.api.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+		if err == nil && !r.noSockets.Swap(true) {
+			r.log.Warn("the Docker daemon cannot mount EGRESS_SOCKET_DIR: sandboxes reach the egress proxy over their attach streams", "dir", r.socketDir)
+		}
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrRuntime, err)
 	}
-	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1}
+	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1, sock: sock}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
@@ -121,6 +151,9 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 		return fail(fmt.Errorf("%w: container attach: %w", kiln.ErrRuntime, err))
 	}
 	s.Conn = sandbox.Open(attached(att.HijackedResponse), r.frames, r.log, s.ID())
+	if sock != nil {
+		go s.Conn.Accept(sock.ln)
+	}
 
 	waitCtx, stopWait := context.WithCancel(context.Background())
 	s.stopWait = stopWait
@@ -179,7 +212,11 @@ func (r *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
 	for _, ct := range list {
 		ids = append(ids, ct.ID)
 	}
-	return sandbox.RemoveEach(ctx, ids, r.Remove)
+	n, err := sandbox.RemoveEach(ctx, ids, r.Remove)
+	if serr := r.removeSockets(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("egress sockets: %w", serr))
+	}
+	return n, err
 }
 
 // ShortID returns the first 12 characters of a container id, as Docker shows them and

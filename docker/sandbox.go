@@ -38,6 +38,7 @@ type Sandbox struct {
 	execExit int // the exit code of the exec'd REPL, -1 if unknown
 
 	egress func(net.Conn) // per call: what Egress set, for the exec'd REPL's connection
+	sock   *egressSocket  // the sandbox's own way to the egress proxy, nil without
 
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
@@ -73,10 +74,10 @@ func (s *Sandbox) Send(ctx context.Context, frame net.Buffers) error {
 }
 
 // Egress routes the REPL's outgoing connections to serve: the warm REPL's, or, per
-// call, the exec'd one's once it runs.
+// call, the exec'd one's once it runs; and those made to the sandbox's socket.
 func (s *Sandbox) Egress(serve func(net.Conn)) {
+	s.Conn.Egress(serve) // the container's own REPL, and the socket's connections
 	if !s.perCall {
-		s.Conn.Egress(serve)
 		return
 	}
 	s.egress = serve
@@ -267,6 +268,7 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 			s.stopWait()
 		}
 		s.removeErr = s.rt.Remove(ctx, s.id)
+		s.sock.close() // after the container: its mount goes with it
 	})
 	return s.removeErr
 }

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -80,12 +81,13 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, s *Scope, rec *R
 	// buffer may not be read past that after a hijack: take it, then read the conn.
 	early, _ := rw.Reader.Peek(rw.Reader.Buffered())
 	fromClient := io.MultiReader(bytes.NewReader(bytes.Clone(early)), client)
-	p.tunnel(s, h, client, fromClient, up, rec)
+	p.tunnel(s, h, port, client, fromClient, up, rec)
 }
 
 // tunnel checks the ClientHello, then splices client and up until both directions end,
-// the connection idles, a cap is spent, or the scope closes.
-func (p *Proxy) tunnel(s *Scope, h Host, client net.Conn, fromClient io.Reader, up net.Conn, rec *Record) {
+// the connection idles, a cap is spent, or the scope closes. A tunnel that starts with
+// anything but a TLS handshake carries plain HTTP, each request checked (plainInTunnel).
+func (p *Proxy) tunnel(s *Scope, h Host, port uint16, client net.Conn, fromClient io.Reader, up net.Conn, rec *Record) {
 	var ended struct {
 		sync.Mutex
 		why string
@@ -115,7 +117,16 @@ func (p *Proxy) tunnel(s *Scope, h Host, client net.Conn, fromClient io.Reader, 
 	}()
 
 	_ = client.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
-	raw, serverName, err := peekClientHello(fromClient)
+	br := bufio.NewReader(fromClient)
+	if first, err := br.Peek(1); err == nil && first[0] != tlsHandshake {
+		_ = client.SetReadDeadline(time.Time{})
+		rec.Decision = allowed
+		if err := plainInTunnel(h, port, client, br, up, upMeter, downMeter, rec); err != nil {
+			cut(endReason(err, s))
+		}
+		return
+	}
+	raw, serverName, err := peekClientHello(br)
 	_ = client.SetReadDeadline(time.Time{})
 	if err != nil {
 		rec.Decision = denied(CodeSNI, "the tunnel to %s did not start with a TLS ClientHello", h)

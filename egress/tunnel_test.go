@@ -71,17 +71,63 @@ func TestConnectServerNameMismatch(t *testing.T) {
 	}
 }
 
-func TestConnectNeedsTLS(t *testing.T) {
+// A tunnel that starts with neither a TLS handshake nor an HTTP request is cut.
+func TestConnectNeedsTLSOrHTTP(t *testing.T) {
 	h, up, _ := tlsHarness(t, Options{})
 	conn := openTunnel(t, h, at("secure.test", up.port))
-	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: secure.test\r\n\r\n")
+	io.WriteString(conn, "\x00\x01 not a protocol\r\n\r\n")
 	got, _ := io.ReadAll(conn)
-	if string(got) != string(alertAccessDenied) {
-		t.Errorf("got %q back, want a TLS access_denied alert", got)
+	if strings.HasPrefix(string(got), "HTTP/1.1 2") {
+		t.Errorf("got %q back", got)
+	}
+	if n := up.hellos.Load(); n != 0 {
+		t.Errorf("the upstream got %d ClientHellos", n)
+	}
+}
+
+// Plain HTTP in a tunnel (how undici, Node's fetch, sends http:// URLs through a proxy)
+// reaches the CONNECT's host, request after request on one tunnel; a request naming
+// another host in its Host is answered 403 and never goes up.
+func TestConnectCarriesPlainHTTPForItsHostOnly(t *testing.T) {
+	up := newUpstream(t, hello("plain page"))
+	h := newHarness(t, harnessConfig{settings: Settings{
+		Allow: []string{at("allowed.test", up.port)}, Resolve: []string{"allowed.test=127.0.0.1"},
+		AllowPrivate: []string{"127.0.0.0/8"},
+	}})
+	target := at("allowed.test", up.port)
+	conn := openTunnel(t, h, target)
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		fmt.Fprintf(conn, "GET /page%d HTTP/1.1\r\nHost: %s\r\n\r\n", i, target)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "plain page") {
+			t.Fatalf("request %d: %s %q", i, resp.Status, body)
+		}
+		if r := <-up.lastReq; r.URL.Path != fmt.Sprintf("/page%d", i) || r.Host != target {
+			t.Errorf("request %d reached the upstream as %s %s", i, r.Host, r.URL.Path)
+		}
+	}
+	fmt.Fprintf(conn, "GET /secret HTTP/1.1\r\nHost: other.test:%d\r\n\r\n", up.port)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "names") {
+		t.Errorf("another host in the tunnel: %s %q", resp.Status, body)
+	}
+	select {
+	case r := <-up.lastReq:
+		t.Errorf("the request for another host reached the upstream: %s %s", r.Host, r.URL)
+	case <-time.After(100 * time.Millisecond):
 	}
 	rec := h.audit.wait(t, 1)[0]
-	if rec.Decision.Code != CodeSNI || !strings.Contains(rec.Decision.Reason, "did not start with a TLS ClientHello") {
-		t.Errorf("got decision %+v", rec.Decision)
+	if rec.Decision.Code != CodeHost || rec.BytesUp == 0 || rec.BytesDown == 0 {
+		t.Errorf("record %+v", rec)
 	}
 }
 

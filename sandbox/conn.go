@@ -58,6 +58,7 @@ type Conn struct {
 	tunnelMu sync.Mutex
 	serve    func(net.Conn)     // where the REPL's outgoing connections go: see Egress
 	tunnels  map[uint32]*tunnel // the open ones, by the REPL's number
+	sockets  map[net.Conn]bool  // the open ones made to the sandbox's socket: see Accept
 }
 
 // Open starts reading the REPL's streams and returns at once: frames arrive as the REPL

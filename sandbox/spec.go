@@ -18,6 +18,10 @@ type Spec struct {
 	// PerCall, when set, keeps no warm REPL: each request starts a fresh one with
 	// PerCallCommand (REPL_ENABLED=false).
 	PerCall bool
+	// Egress, when set, means the REPL opens its proxy port (KILN_EGRESS in Env): a
+	// runtime that can give the sandbox a faster way to kiln's proxy than net frames on
+	// the channel (Docker: a Unix socket of the sandbox's own) does.
+	Egress bool
 }
 
 // Environment returns the REPL's environment: Env, or DefaultEnv when it is nil.
@@ -73,6 +77,11 @@ const PreloadVar = "KILN_PRELOAD"
 // WarmHeapVar is the sandbox environment variable that tells the REPL how many MB to
 // touch while it warms up, so that the request's big buffers find their pages.
 const WarmHeapVar = "KILN_WARM_HEAP_MB"
+
+// EgressSocketVar is the sandbox environment variable with the path of the Unix socket
+// the REPL carries the code's connections over instead of net frames (Spec.Egress, on a
+// runtime that can mount one); it falls back to frames when the socket cannot be reached.
+const EgressSocketVar = "KILN_EGRESS_SOCKET"
 
 // RlimitsVar is the sandbox environment variable with the limits the REPL sets on itself
 // where the runtime has no field for them ("nofile=1024,fsize=...,core=0").

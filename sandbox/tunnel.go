@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,11 +25,54 @@ const MaxTunnels = 32
 func (c *Conn) Egress(serve func(net.Conn)) {
 	c.tunnelMu.Lock()
 	c.serve = serve
-	open := c.tunnels
-	c.tunnels = nil
+	open, sockets := c.tunnels, c.sockets
+	c.tunnels, c.sockets = nil, nil
 	c.tunnelMu.Unlock()
 	for _, t := range open {
 		t.Close()
+	}
+	for s := range sockets {
+		s.Close()
+	}
+}
+
+// Accept serves the connections made to ln as it serves the REPL's tunnels: ln is a
+// socket of the sandbox's own that its runtime lets the REPL reach (a Unix socket
+// mounted into a container), a way out that costs no frames on the channel. They go to
+// what Egress set, at most MaxTunnels of both kinds at once, and are cut when it
+// changes. Accept returns when ln is closed.
+func (c *Conn) Accept(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil { // out of descriptors, say: the next one may do
+			c.log.Warn("sandbox socket accept failed", "sandbox", c.id, "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c.tunnelMu.Lock()
+		serve := c.serve
+		if serve == nil || len(c.tunnels)+len(c.sockets) >= MaxTunnels {
+			c.tunnelMu.Unlock()
+			conn.Close()
+			continue
+		}
+		if c.sockets == nil {
+			c.sockets = map[net.Conn]bool{}
+		}
+		c.sockets[conn] = true
+		c.tunnelMu.Unlock()
+		go func() {
+			defer func() {
+				conn.Close()
+				c.tunnelMu.Lock()
+				delete(c.sockets, conn)
+				c.tunnelMu.Unlock()
+			}()
+			serve(conn)
+		}()
 	}
 }
 
@@ -44,7 +88,7 @@ func (c *Conn) onNet(f protocol.Frame) {
 	t := c.tunnels[n.Conn]
 	if n.Op == protocol.NetOpen {
 		serve := c.serve
-		if t != nil || serve == nil || len(c.tunnels) >= MaxTunnels {
+		if t != nil || serve == nil || len(c.tunnels)+len(c.sockets) >= MaxTunnels {
 			c.tunnelMu.Unlock()
 			go c.sendNet(protocol.Net{Conn: n.Conn, Op: protocol.NetClose})
 			return

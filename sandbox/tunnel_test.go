@@ -309,3 +309,59 @@ func TestTunnelReadDeadline(t *testing.T) {
 		t.Fatal("the deadline did not end the read")
 	}
 }
+
+// Connections to the sandbox's own socket (Accept) go to what Egress set, share
+// MaxTunnels with the frames' tunnels, are refused without egress and cut when it changes.
+func TestAcceptedSocketsFollowEgress(t *testing.T) {
+	_, c := newPeer(t)
+	ln, err := net.Listen("unix", t.TempDir()+"/egress.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go c.Accept(ln)
+	dial := func() net.Conn {
+		conn, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	closed := func(conn net.Conn) bool {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := conn.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+
+	if !closed(dial()) {
+		t.Error("a connection without egress was not closed")
+	}
+
+	release := make(chan struct{})
+	c.Egress(func(conn net.Conn) {
+		io.WriteString(conn, "served")
+		<-release
+	})
+	var held []net.Conn
+	for range MaxTunnels {
+		conn := dial()
+		got := make([]byte, 6)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(conn, got); err != nil || string(got) != "served" {
+			t.Fatalf("connection %d: %q, %v", len(held), got, err)
+		}
+		held = append(held, conn)
+	}
+	if !closed(dial()) {
+		t.Errorf("connection %d past MaxTunnels was not closed", MaxTunnels+1)
+	}
+
+	c.Egress(nil) // the request ended: what is open is cut
+	for i, conn := range held {
+		if !closed(conn) {
+			t.Errorf("connection %d outlived its request", i)
+		}
+	}
+	close(release)
+}

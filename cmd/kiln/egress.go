@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/kilnsh/kiln/egress"
@@ -28,6 +29,22 @@ type EgressConfig struct {
 	PipExtraIndexURL string `envconfig:"PIP_EXTRA_INDEX_URL"`
 	PipTrustedHost   string `envconfig:"PIP_TRUSTED_HOST"`
 	NpmRegistry      string `envconfig:"NPM_CONFIG_REGISTRY"`
+	// SocketDir is where kiln makes the Unix sockets sandboxes on Docker reach its proxy
+	// through, a path the Docker daemon must see as kiln does; "off" carries every
+	// connection as net frames on the attach stream, as happens anyway when the daemon
+	// cannot mount it. Unset: a directory under the temporary one.
+	SocketDir string `envconfig:"EGRESS_SOCKET_DIR"`
+}
+
+// socketDir is EGRESS_SOCKET_DIR as the Docker runtime takes it: "" for none.
+func (c EgressConfig) socketDir() string {
+	switch c.SocketDir {
+	case "off":
+		return ""
+	case "":
+		return filepath.Join(os.TempDir(), "kiln-egress")
+	}
+	return c.SocketDir
 }
 
 // egressSetup is the egress configuration, parsed and checked.

@@ -35,8 +35,8 @@ func TestEgressConfig(t *testing.T) {
 			t.Errorf("sandbox environment %q lacks %q", env, want)
 		}
 	}
-	if spec := (&Main{cfg: c}).spec("kiln-python:latest"); !slices.Contains(spec.Env, "KILN_EGRESS=1") {
-		t.Errorf("the sandbox spec's environment %q lacks the switch", spec.Env)
+	if spec := (&Main{cfg: c}).spec("kiln-python:latest"); !slices.Contains(spec.Env, "KILN_EGRESS=1") || !spec.Egress {
+		t.Errorf("the sandbox spec (egress %v, environment %q) lacks the switch", spec.Egress, spec.Env)
 	}
 }
 
@@ -57,5 +57,15 @@ func TestEgressConfigErrors(t *testing.T) {
 				t.Errorf("%s=%q: got %v, want an error naming %s", c.name, c.value, err, c.want)
 			}
 		})
+	}
+}
+
+// EGRESS_SOCKET_DIR: a directory under the temporary one, "off" for none, or the
+// operator's.
+func TestEgressSocketDir(t *testing.T) {
+	for set, want := range map[string]string{"": filepath.Join(os.TempDir(), "kiln-egress"), "off": "", "/run/kiln-egress": "/run/kiln-egress"} {
+		if got := (EgressConfig{SocketDir: set}).socketDir(); got != want {
+			t.Errorf("EGRESS_SOCKET_DIR=%q: %q, want %q", set, got, want)
+		}
 	}
 }

@@ -31,7 +31,7 @@ type opener func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runt
 // is added here and nowhere else: above this table kiln knows only sandbox.Runtime.
 var runtimes = map[string]opener{
 	RuntimeDocker: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
-		return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime}))
+		return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime, SocketDir: c.socketDir()}))
 	},
 	RuntimeKubernetes: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
 		selector, _ := parseSelector(c.KubeNodeSelector) // checked by Validate
@@ -98,6 +98,7 @@ func (m *Main) spec(image string) sandbox.Spec {
 		DataMB:    c.SandboxDataMB,
 		NoFile:    1024,
 		PerCall:   !c.ReplEnabled,
+		Egress:    c.egress.On(),
 	}
 }
 

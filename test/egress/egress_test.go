@@ -418,7 +418,8 @@ func TestPerCallREPLReachesThroughTheProxy(t *testing.T) {
 	if kilntest.OnKubernetes() {
 		t.Skip("REPL_ENABLED=false exists only with RUNTIME=docker; the Docker pass of make test runs this")
 	}
-	env := append(slices.Clone(egressEnv), "REPL_ENABLED=false", "POOL_SIZE=1")
+	env := slices.DeleteFunc(slices.Clone(egressEnv), func(v string) bool { return strings.HasPrefix(v, "POOLS=") })
+	env = append(env, "REPL_ENABLED=false", "POOL_SIZE=1")
 	s, err := kilntest.Start(kilntest.Options{Env: env})
 	if err != nil {
 		t.Fatal(err)
@@ -439,5 +440,70 @@ except urllib.error.HTTPError as e:
 	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
 	if out.Status != "ok" || len(lines) != 2 || !strings.HasPrefix(lines[0], greeting) || !strings.HasPrefix(lines[1], "403 egress denied") {
 		t.Errorf("per-call REPL: status %s, stdout %q, stderr %q", out.Status, out.Stdout, out.Stderr)
+	}
+}
+
+// On Docker each sandbox reaches the proxy through a Unix socket of its own, mounted
+// into it (under gVisor too): the code may talk to it directly, and gets the same
+// policy as through the proxy port. On Kubernetes there is none: net frames carry
+// every connection.
+func TestSandboxSocketServesThePolicy(t *testing.T) {
+	code := fmt.Sprintf(`
+import os, socket
+path = "/run/kiln/egress.sock"
+print("socket", os.path.exists(path))
+if os.path.exists(path):
+    for host in ("allowed.test", "other.test"):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.sendall(b"GET http://%%s:%d/hello HTTP/1.1\r\nHost: %%s:%d\r\nConnection: close\r\n\r\n" %% (host.encode(), host.encode()))
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+        print(host, answer.split(b"\r\n", 1)[0].decode(), answer.rsplit(b"\r\n\r\n", 1)[1].decode().strip())
+`, plainPort, plainPort)
+	out := ok(t, map[string]any{"code": code})
+	if kilntest.OnKubernetes() {
+		if strings.TrimSpace(out.Stdout) != "socket False" {
+			t.Errorf("a Pod has an egress socket: %s", out.Stdout)
+		}
+		return
+	}
+	want := fmt.Sprintf("socket True\nallowed.test HTTP/1.1 200 OK %s (allowed.test:%d)\nother.test HTTP/1.1 403 egress denied: other.test", greeting, plainPort)
+	if got := strings.TrimSpace(out.Stdout); !strings.HasPrefix(got, want) {
+		t.Errorf("through the socket:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Node's fetch ignores the proxy variables on its own; the polyglot image preloads a
+// dispatcher that honours them: https:// as a CONNECT tunnel, http:// as plain HTTP in
+// one (which kiln reads request by request), and a host not allowed is refused.
+func TestNodeFetchGoesThroughTheProxy(t *testing.T) {
+	code := fmt.Sprintf(`
+for (const url of [%q, %q, %q]) {
+  try {
+    const r = await fetch(url);
+    console.log(r.status, (await r.text()).trim());
+  } catch (e) {
+    console.log("failed", e.cause ? e.cause.message : e.message);
+  }
+}
+`, plainURL("allowed.test", "/hello"), secureURL("secure.test", "/hello"), plainURL("other.test", "/hello"))
+	out := exec(t, map[string]any{"lang": "js", "code": "(async () => {" + code + "})();"})
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if out.Status != "ok" || len(lines) != 3 {
+		t.Fatalf("status %s, stdout %q, stderr %q", out.Status, out.Stdout, out.Stderr)
+	}
+	if want := fmt.Sprintf("200 %s (allowed.test:%d)", greeting, plainPort); lines[0] != want {
+		t.Errorf("plain HTTP: %q, want %q", lines[0], want)
+	}
+	if want := fmt.Sprintf("200 %s (secure.test:%d)", greeting, securePort); lines[1] != want {
+		t.Errorf("HTTPS: %q, want %q", lines[1], want)
+	}
+	if !strings.HasPrefix(lines[2], "failed") && !strings.HasPrefix(lines[2], "403") {
+		t.Errorf("a host not allowed: %q", lines[2])
+	}
+	if strings.Contains(out.Stderr, "Warning") {
+		t.Errorf("the preload warned on the code's stderr: %s", out.Stderr)
 	}
 }

@@ -91,7 +91,8 @@ func run(m *testing.M) int {
 
 	p, s := strconv.Itoa(plainPort), strconv.Itoa(securePort)
 	egressEnv = []string{
-		"POOL_SIZE=2",
+		// js runs in the polyglot pool: Node's fetch through the proxy.
+		"POOLS=python:2,polyglot:1",
 		// rebind.test and meta.test are allowed names whose addresses are not: a private one
 		// EGRESS_ALLOW_PRIVATE leaves closed, and the cloud metadata address.
 		"EGRESS_ALLOW=allowed.test:" + p + ",secure.test:" + s + ",rebind.test:" + p + ",meta.test:80",

@@ -9,6 +9,12 @@ against the operator's policy and dials the host itself; the REPL only carries b
 
 Each way, a side sends at most WINDOW bytes of a connection that the other has not acknowledged
 ("ack" after delivering them), so that neither holds more than that per connection.
+
+Where the runtime mounts a Unix socket of the sandbox's own that kiln listens on (Docker:
+KILN_EGRESS_SOCKET), the proxy port is a relay process's instead (kiln_repl.relay), which carries
+each connection over a connection to that socket: no frames on the channel, and no wait on the
+interpreter the code runs in. kiln's proxy serves both alike. When the socket cannot be reached
+(gVisor without host sockets allowed, say), the frames carry every connection.
 """
 
 from __future__ import annotations
@@ -16,14 +22,18 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import subprocess
 import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from kiln_repl import relay
 from kiln_repl.log import Logger
 from kiln_repl.running import block_run_signals
 
 EGRESS_ENV = "KILN_EGRESS"
+SOCKET_ENV = "KILN_EGRESS_SOCKET"  # sandbox.EgressSocketVar
+RELAY_SCRIPT = relay.__file__  # run as a script of its own, loaded here as the server's modules all are
 CA_ENV = "KILN_EGRESS_CA"  # PEM: the operator's CAs, trusted beside the system's
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_BUNDLE = "/tmp/kiln-ca.pem"
@@ -57,10 +67,7 @@ class Forwarder:
 
     def environment(self) -> dict[str, str]:
         """The variables that send HTTP clients to the proxy port."""
-        url = f"http://127.0.0.1:{self.port}"
-        env = {name: url for name in PROXY_VARIABLES}
-        env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
-        return env
+        return proxy_environment(self.port)
 
     def start(self) -> None:
         threading.Thread(target=self._accept, name="egress-accept", daemon=True).start()
@@ -245,24 +252,107 @@ class Tunnel:
                 pass
 
 
-def start_forwarder(send: Send, logger: Logger, data_dir: str) -> Forwarder | None:
-    """The forwarder, started and in the environment, when the host turned egress on."""
-    ca = os.environ.pop(CA_ENV, "")
-    if os.environ.pop(EGRESS_ENV, "") != "1":
-        return None
+def proxy_environment(port: int) -> dict[str, str]:
+    """The variables that send HTTP clients to a proxy port on loopback."""
+    url = f"http://127.0.0.1:{port}"
+    env = {name: url for name in PROXY_VARIABLES}
+    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
+    return env
+
+
+class RelayProcess:
+    """The relay process (kiln_repl.relay) of a sandbox whose socket the REPL can reach."""
+
+    def __init__(self, socket_path: str, logger: Logger) -> None:
+        self._path = socket_path
+        self._logger = logger
+        self._process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def pid(self) -> int:
+        return 0 if self._process is None else self._process.pid
+
+    def start(self) -> bool:
+        """Starts the relay and learns its port; False when it did not come up."""
+        try:
+            process = subprocess.Popen([sys.executable, "-I", "-S", RELAY_SCRIPT, self._path, str(self.port)],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        except OSError as exc:
+            self._logger.log(f"the egress relay could not start: {exc!r}")
+            return False
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        process.stdout.close()
+        if not line.strip().isdigit():
+            self._logger.log(f"the egress relay did not start: {line!r}")
+            process.kill()
+            process.wait()
+            return False
+        self._process, self.port = process, int(line)
+        return True
+
+    def ensure(self) -> dict[str, str] | None:
+        """Starts the relay again, on its port if it can, if the code ended it; the environment
+        then, else None."""
+        if self._process is not None and self._process.poll() is None:
+            return None
+        if self._process is not None:
+            self._logger.log("the egress relay ended: started again")
+        if not self.start():
+            return None
+        return proxy_environment(self.port)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+
+
+def reachable(socket_path: str, logger: Logger) -> bool:
+    """Whether the sandbox's socket takes a connection (kiln closes one made between calls)."""
+    if not socket_path:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        forwarder = Forwarder(send, logger)
+        probe.connect(socket_path)
+        return True
     except OSError as exc:
-        logger.log(f"no egress: the proxy port could not be opened: {exc!r}")
-        return None
-    os.environ.update(forwarder.environment())
+        logger.log(f"the egress socket cannot be reached, the channel carries the connections: {exc!r}")
+        return False
+    finally:
+        probe.close()
+
+
+def start_egress(send: Send, logger: Logger, data_dir: str) -> tuple[Forwarder | None, RelayProcess | None]:
+    """The way out when the host turned egress on: the relay process over the sandbox's socket
+    when it can be reached, else the forwarder over the channel; started and in the environment."""
+    ca = os.environ.pop(CA_ENV, "")
+    socket_path = os.environ.pop(SOCKET_ENV, "")
+    if os.environ.pop(EGRESS_ENV, "") != "1":
+        return None, None
+    relay: RelayProcess | None = None
+    forwarder: Forwarder | None = None
+    if reachable(socket_path, logger):
+        relay = RelayProcess(socket_path, logger)
+        if relay.start():
+            os.environ.update(proxy_environment(relay.port))
+        else:
+            relay = None
+    if relay is None:
+        try:
+            forwarder = Forwarder(send, logger)
+        except OSError as exc:
+            logger.log(f"no egress: the proxy port could not be opened: {exc!r}")
+            return None, None
+        os.environ.update(forwarder.environment())
+        forwarder.start()
     if ca:
         trust(ca, logger)
     base = os.path.join(data_dir, PACKAGES_BASE)
     os.environ["PYTHONUSERBASE"] = base
     os.environ.update(PIP_SETTINGS)
-    forwarder.start()
-    return forwarder
+    return forwarder, relay
 
 
 def site_packages(data_dir: str) -> str:

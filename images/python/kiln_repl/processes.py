@@ -38,10 +38,11 @@ def leftover_processes(leaders: set[int]) -> set[int]:
     return found
 
 
-def kill_leftovers(leaders: set[int], logger: Logger) -> None:
-    """SIGKILLs what a run left running and reaps those that were this process's children."""
+def kill_leftovers(leaders: set[int], logger: Logger, keep: set[int] | frozenset[int] = frozenset()) -> None:
+    """SIGKILLs what a run left running and reaps those that were this process's children; the
+    processes of keep are the REPL's own (the egress relay) and stay."""
     for _ in range(20):
-        pids = leftover_processes(leaders)
+        pids = leftover_processes(leaders) - keep
         if not pids:
             return
         for pid in pids:

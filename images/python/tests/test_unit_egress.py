@@ -1,15 +1,18 @@
 """In-process tests of the egress forwarder: a client's connection to the proxy port becomes net
 frames, the host's frames come back to the client in order, and the window holds."""
 
+import os
 import queue
 import socket
+import tempfile
 import threading
 import time
 import unittest
 from typing import Any, Sequence
+from unittest import mock
 
 import inprocess  # noqa: F401  (the server's package, by path)
-from kiln_repl.egress import WINDOW, Forwarder
+from kiln_repl.egress import WINDOW, Forwarder, RelayProcess, start_egress
 from kiln_repl.log import Logger
 from kiln_repl.protocol import BadRequest, parse_request
 
@@ -93,6 +96,58 @@ class ForwarderTest(unittest.TestCase):
         self.forwarder.deliver(conn, "eof", 0, memoryview(b""))
         message, _ = self.host.next("close")
         self.assertEqual(message["conn"], conn)
+
+
+class SocketTest(unittest.TestCase):
+    """With the sandbox's socket (KILN_EGRESS_SOCKET) reachable, a relay process carries the
+    connections over it; without, the forwarder carries them as frames."""
+
+    def setUp(self) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.path = os.path.join(self.dir.name, "egress.sock")
+
+    def test_the_relay_process_carries_a_connection_both_ways(self) -> None:
+        kiln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        kiln.bind(self.path)
+        kiln.listen()
+        self.addCleanup(kiln.close)
+        relay = RelayProcess(self.path, Logger(2))
+        self.assertTrue(relay.start())
+        self.addCleanup(relay.stop)
+        self.assertNotEqual(relay.pid, os.getpid())
+        client = socket.create_connection(("127.0.0.1", relay.port), timeout=10)
+        self.addCleanup(client.close)
+        served, _ = kiln.accept()
+        self.addCleanup(served.close)
+        big = bytes(range(256)) * 4096  # 1 MiB
+
+        def upload() -> None:
+            client.sendall(big)
+            client.shutdown(socket.SHUT_WR)
+
+        threading.Thread(target=upload, daemon=True).start()
+        got = b""
+        while chunk := served.recv(1 << 16):
+            got += chunk
+        self.assertEqual(got, big)
+        served.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+        served.close()  # kiln ends it: the client reads what came, then its end of file
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+        self.assertEqual(answer, b"HTTP/1.1 200 OK\r\n\r\n")
+        self.assertIsNone(relay.ensure(), "a running relay is not started again")
+
+    def test_a_socket_not_there_means_the_forwarder(self) -> None:
+        host = Host()
+        with mock.patch.dict(os.environ, {"KILN_EGRESS": "1", "KILN_EGRESS_SOCKET": self.path}):
+            forwarder, relay = start_egress(host.send, Logger(2), self.dir.name)
+            self.assertIsNone(relay)
+            self.assertIsNotNone(forwarder)
+            assert forwarder is not None
+            self.assertEqual(os.environ["HTTPS_PROXY"], f"http://127.0.0.1:{forwarder.port}")
+            self.assertNotIn("KILN_EGRESS_SOCKET", os.environ)
 
 
 class NetRequestTest(unittest.TestCase):
