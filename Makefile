@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps test-jupyter-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
 
 all: build
 
@@ -52,7 +52,7 @@ run: build image
 	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
 
 ## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
-test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps
+test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps
 	images/test.sh
 	images/test.sh polyglot kiln-polyglot:latest
 	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
@@ -70,6 +70,13 @@ test-mcp-deps: test/mcp/node/node_modules/.installed
 
 test/mcp/node/node_modules/.installed: test/mcp/node/package.json test/mcp/node/package-lock.json
 	cd test/mcp/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## test-jupyter-deps: JupyterLab's client library (pinned in test/jupyter/node/package-lock.json) for test/jupyter, with this machine's npm
+test-jupyter-deps: test/jupyter/node/node_modules/.installed
+
+test/jupyter/node/node_modules/.installed: test/jupyter/node/package.json test/jupyter/node/package-lock.json
+	cd test/jupyter/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## test-ptc-deps: LibreChat's agents package (pinned in test/ptc/node/package-lock.json) for test/ptc, with this machine's npm
@@ -119,9 +126,9 @@ compose-down:
 
 .PHONY: k8s-up k8s-down k8s-smoke test-k8s
 # The suites run against kiln on Kubernetes: what does not depend on Docker itself.
-K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/
-## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat and MCP suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
-test-k8s: docker helm image test-mcp-deps test-ptc-deps
+K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/ ./test/jupyter/
+## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat, MCP and Jupyter suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
+test-k8s: docker helm image test-mcp-deps test-ptc-deps test-jupyter-deps
 	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
 
 ## k8s-up: start the single-node Kubernetes for tests (deploy/k8s/cluster.sh up); builds it into .cache/k8s from the Go module proxy on first use (minutes), then starts in seconds

@@ -36,7 +36,8 @@ func TestAuth(t *testing.T) {
 		{"Bearer without a key", map[string]string{"Authorization": "Bearer "}, false},
 		{"wrong Basic", map[string]string{"Authorization": basic("nope:")}, false},
 		{"Basic not base64", map[string]string{"Authorization": "Basic %%%"}, false},
-		{"unknown scheme", map[string]string{"Authorization": "Token " + key}, false},
+		{"unknown scheme", map[string]string{"Authorization": "Digest " + key}, false},
+		{"Jupyter's token scheme", map[string]string{"Authorization": "token " + key}, true},
 		{"key without a scheme", map[string]string{"Authorization": key}, false},
 	}
 	srv := httptest.NewServer(newServer(t, key, " k2-other ", ""))

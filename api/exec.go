@@ -79,19 +79,22 @@ type fileOrigin struct {
 
 // execResponse is the body of a 200 from POST /exec.
 type execResponse struct {
-	SessionID  string          `json:"session_id"`
-	Status     string          `json:"status"`
-	ExitCode   int             `json:"exit_code"`
-	Stdout     string          `json:"stdout"`
-	Stderr     string          `json:"stderr"`
-	Error      *string         `json:"error"`
-	Result     *string         `json:"result"`
-	Files      []fileOut       `json:"files"`
-	Truncated  bool            `json:"truncated"`
-	State      json.RawMessage `json:"state,omitempty"`
-	HasState   bool            `json:"has_state"`
-	StateSize  int             `json:"state_size"`
-	StateError *string         `json:"state_error"`
+	SessionID string    `json:"session_id"`
+	Status    string    `json:"status"`
+	ExitCode  int       `json:"exit_code"`
+	Stdout    string    `json:"stdout"`
+	Stderr    string    `json:"stderr"`
+	Error     *string   `json:"error"`
+	Result    *string   `json:"result"`
+	Files     []fileOut `json:"files"`
+	// Outputs are the rich outputs, in order: what the code displayed and its last value,
+	// as Jupyter's display_data and execute_result (docs/api.md, Outputs).
+	Outputs    []session.Output `json:"outputs"`
+	Truncated  bool             `json:"truncated"`
+	State      json.RawMessage  `json:"state,omitempty"`
+	HasState   bool             `json:"has_state"`
+	StateSize  int              `json:"state_size"`
+	StateError *string          `json:"state_error"`
 	// DeletedFiles are the session's files the run deleted (they left the session too).
 	DeletedFiles []string `json:"deleted_files"`
 	// RuntimeStatus says where the run went: new, reused (the session's live sandbox)
@@ -231,6 +234,7 @@ func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *
 		Stdout: res.Stdout, Stderr: res.Stderr,
 		Error: res.Error, Result: res.Result.Result,
 		Files:         runFiles(res),
+		Outputs:       res.Outputs,
 		Truncated:     res.Truncated,
 		StateError:    res.StateError,
 		DeletedFiles:  append([]string{}, res.Deleted...),

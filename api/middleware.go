@@ -206,7 +206,7 @@ func credential(r *http.Request) (string, error) {
 	auth := r.Header.Get("Authorization")
 	scheme, rest, _ := strings.Cut(auth, " ")
 	switch strings.ToLower(scheme) {
-	case "bearer":
+	case "bearer", "token": // token: Jupyter's clients
 		found = append(found, strings.TrimSpace(rest))
 	case "basic":
 		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {

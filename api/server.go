@@ -62,6 +62,10 @@ type Config struct {
 	SpoolDir string
 	// MCP is served at /mcp (not under /v1) behind the key and the rate limit, when set.
 	MCP http.Handler
+	// Jupyter is served under /jupyter (the Jupyter Server API: /jupyter/api/...) behind
+	// the key, which Jupyter's clients also send as "Authorization: token KEY" or
+	// ?token=KEY, when set.
+	Jupyter http.Handler
 	// InstanceID names this kiln in continuation tokens, so that another instance that
 	// gets one can say where it belongs.
 	InstanceID string
@@ -92,6 +96,7 @@ type Server struct {
 	limiter   *limiter
 	router    chi.Router
 	mcp       http.Handler
+	jupyter   http.Handler
 	keepAlive time.Duration // between comments on a quiet event stream
 	instance  string
 	profiles  []string
@@ -106,7 +111,7 @@ func New(cfg Config) *Server {
 		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, spoolDir: cfg.SpoolDir, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
-		mcp: cfg.MCP, instance: cfg.InstanceID, profiles: cfg.Profiles,
+		mcp: cfg.MCP, jupyter: cfg.Jupyter, instance: cfg.InstanceID, profiles: cfg.Profiles,
 		replicas: replica.NewForwarder(cfg.InstanceID, cfg.Replicas),
 	}
 	if len(s.profiles) == 0 {
@@ -131,8 +136,22 @@ func New(cfg Config) *Server {
 		// concurrency limit is taken per execution by the MCP tools (RunSlots).
 		r.With(s.requireKey, s.limitRate, s.routeBy(s.byMCPSession), s.ownMCP, s.withSlots).Handle("/mcp", s.mcp)
 	}
+	if s.jupyter != nil {
+		r.With(tokenFromQuery, s.requireKey, s.limitRate).Mount("/jupyter", http.StripPrefix("/jupyter", s.jupyter))
+	}
 	s.router = r
 	return s
+}
+
+// tokenFromQuery takes a Jupyter client's ?token=KEY, which a browser's WebSocket
+// cannot send as a header, as its credential when it sends none other.
+func tokenFromQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t := r.URL.Query().Get("token"); t != "" && r.Header.Get("Authorization") == "" && r.Header.Get("X-Api-Key") == "" {
+			r.Header.Set("Authorization", "token "+t)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) mount(r chi.Router) {

@@ -121,11 +121,13 @@ func (s *eventStream) events(ev session.Event) {
 		s.send(ev.Type, map[string]string{"text": ev.Text})
 	case session.EventDisplay:
 		s.send("display", fileOutFromStore([]*store.File{ev.File}).out()[0])
+	case session.EventOutput:
+		s.send("output", ev.Output)
 	}
 }
 
-// execStream answers POST /exec as Server-Sent Events: start, stdout, stderr and
-// display while the code runs, then done with the body a plain request would have got.
+// execStream answers POST /exec as Server-Sent Events: start, stdout, stderr, display
+// and output while the code runs, then done with the body a plain request would have got.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sreq session.ExecRequest, c session.Caller, answer func(*session.ExecResult) *execResponse) {
 	st := newEventStream(w, s.keepAlive)
 	defer st.end()

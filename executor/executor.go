@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -174,6 +175,8 @@ type Result struct {
 	StateToken string
 	Files      []protocol.File
 	FilesError *string
+	// Outputs are the run's rich outputs, a JSON array (protocol.Response.Outputs).
+	Outputs json.RawMessage
 	// DeletedFiles are the files present when the run began that it removed.
 	DeletedFiles []string
 	// Reusable is true when the sandbox answered the run and can serve its session's
@@ -459,6 +462,7 @@ func fill(res *Result, r *protocol.Response) {
 	res.State, res.StateError = r.State, r.StateError
 	res.Files, res.FilesError, res.DeletedFiles = r.Files, r.FilesError, r.DeletedFiles
 	res.StateToken, res.MemoryBytes = r.StateToken, r.MemoryBytes
+	res.Outputs = r.Outputs
 	// Output files the sandbox could not return are a cut too (the REPL says which in
 	// stderr).
 	res.Truncated = r.Truncated || r.FilesError != nil

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -197,6 +199,7 @@ func (h *Handler) executeResult(ctx context.Context, c session.Caller, res *sess
 	if len(names) > 0 {
 		fmt.Fprintf(&b, "[files] %s\n", strings.Join(names, ", "))
 	}
+	content = append(content, outputContent(res.Outputs)...)
 	if out.Truncated {
 		b.WriteString("[note] output was truncated\n")
 	}
@@ -315,4 +318,49 @@ func (p *progress) send(msg string) {
 func (p *progress) stop() {
 	p.stopped.Do(func() { close(p.done) })
 	p.wg.Wait()
+}
+
+// outputContent is what a model reads of a run's rich outputs, figures aside (they are
+// images among the files): an image as image content, HTML, Markdown, LaTeX and JSON as
+// text, and a displayed object with nothing richer as its text.
+func outputContent(outputs []session.Output) []sdk.Content {
+	var content []sdk.Content
+	for _, o := range outputs {
+		if o.Figure != "" {
+			continue
+		}
+		if img := outputImage(o); img != nil {
+			content = append(content, img)
+			continue
+		}
+		for _, mime := range []string{"text/html", "text/markdown", "text/latex", "image/svg+xml", "application/json"} {
+			if raw, ok := o.Data[mime]; ok {
+				content = append(content, &sdk.TextContent{Text: fmt.Sprintf("[%s %s]\n%s", o.Type, mime, textOf(raw))})
+				break
+			}
+		}
+	}
+	return content
+}
+
+// outputImage is an output's PNG or JPEG as image content; nil without one.
+func outputImage(o session.Output) *sdk.ImageContent {
+	for _, mime := range []string{"image/png", "image/jpeg"} {
+		var b64 string
+		if raw, ok := o.Data[mime]; ok && json.Unmarshal(raw, &b64) == nil {
+			if data, err := base64.StdEncoding.DecodeString(b64); err == nil {
+				return &sdk.ImageContent{Data: data, MIMEType: mime}
+			}
+		}
+	}
+	return nil
+}
+
+// textOf is a bundle's content as text: a JSON string's value, anything else as JSON.
+func textOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }

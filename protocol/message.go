@@ -35,6 +35,9 @@ const (
 const (
 	EventOutput  = "output"
 	EventDisplay = "display"
+	// EventBundle is a rich output (a display_data or an execute_result, see Outputs),
+	// sent as it is shown; its one payload is the output's JSON.
+	EventBundle = "bundle"
 	// EventToolCalls is sent, events or not, by a run with tools that waits on calls.
 	EventToolCalls = "tool_calls"
 )
@@ -144,17 +147,30 @@ type Request struct {
 	DeleteFiles []string
 }
 
-// Event is something a run said before its result: a chunk of output, or a figure
-// (its PNG a slice of the frame's payloads).
+// Event is something a run said before its result: a chunk of output, a figure (its
+// PNG a slice of the frame's payloads), or a rich output.
 type Event struct {
-	Type   string     // EventOutput or EventDisplay
-	Stream string     // output: "stdout" or "stderr"
-	Text   string     // output
-	Name   string     // display: the file's name under the data dir
-	MIME   string     // display
-	Data   []byte     // display
-	Calls  []ToolCall // tool_calls: the calls made together, in the order made
+	Type   string          // EventOutput, EventDisplay or EventBundle
+	Stream string          // output: "stdout" or "stderr"
+	Text   string          // output
+	Name   string          // display: the file's name under the data dir
+	MIME   string          // display
+	Data   []byte          // display
+	Output json.RawMessage // bundle: the output, as Outputs holds each
+	Calls  []ToolCall      // tool_calls: the calls made together, in the order made
 }
+
+// Rich outputs: what a Python run displayed and its last value, as MIME bundles in
+// Jupyter's shape, {"type": "display_data" | "execute_result", "data": {MIME: content},
+// "metadata": {...}}, and for a figure the run showed "figure", the name of its PNG
+// among the run's files (whose bytes are not sent twice). The REPL keeps a bundle under
+// MaxBundleBytes and a run's under MaxOutputsBytes, as JSON; a frame past them (with
+// room for the JSON around the bundles) breaks the protocol.
+const (
+	MaxBundleBytes  = 8 << 20
+	MaxOutputsBytes = 16 << 20
+	outputsSlack    = 64 << 10
+)
 
 // Response is a REPL's answer to an exec request. State and the files' contents are
 // slices of the frame's payloads: nothing is copied out of the frame.
@@ -183,6 +199,9 @@ type Response struct {
 	// MemoryBytes is the REPL process's resident memory after the run, when the
 	// request was Live.
 	MemoryBytes int64
+	// Outputs are the run's rich outputs, a JSON array (see MaxOutputsBytes), nil when
+	// it showed none; a slice of the frame's payloads.
+	Outputs json.RawMessage
 }
 
 // blob names one payload in a header.
@@ -244,6 +263,7 @@ type responseHeader struct {
 	Truncated      bool      `json:"truncated"`
 	DurationMS     int64     `json:"duration_ms"`
 	MemoryBytes    int64     `json:"memory_bytes,omitempty"`
+	Outputs        *blob     `json:"outputs,omitempty"`
 	// Events' members.
 	Stream string `json:"stream,omitempty"`
 	Text   string `json:"text,omitempty"`
@@ -334,7 +354,7 @@ func DecodeRequest(f Frame) (*Request, error) {
 	if err := json.Unmarshal(f.Header, &h); err != nil {
 		return nil, fmt.Errorf("%w: request: %v", ErrMalformed, err)
 	}
-	state, files, err := split(f.Binary, h.Binary, h.State, h.Files)
+	state, files, _, err := split(f.Binary, h.Binary, h.State, h.Files, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -350,12 +370,18 @@ func DecodeRequest(f Frame) (*Request, error) {
 // of one.
 func EncodeResponse(r *Response) (net.Buffers, error) {
 	state, files, parts, total := payloads(r.State, r.Files)
+	var outputs *blob
+	if r.Outputs != nil {
+		outputs = &blob{Size: int64(len(r.Outputs))}
+		parts = append(parts, r.Outputs)
+		total += outputs.Size
+	}
 	header, err := json.Marshal(responseHeader{
 		Binary: total, ID: r.ID, Type: "result", Status: r.Status, ExitCode: r.ExitCode,
 		Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, Result: r.Result,
 		State: state, StateUnchanged: r.StateUnchanged, StateError: r.StateError, StateToken: r.StateToken,
 		Files: files, FilesError: r.FilesError, DeletedFiles: r.DeletedFiles, Truncated: r.Truncated,
-		DurationMS: r.DurationMS, MemoryBytes: r.MemoryBytes,
+		DurationMS: r.DurationMS, MemoryBytes: r.MemoryBytes, Outputs: outputs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode response: %w", err)
@@ -363,13 +389,13 @@ func EncodeResponse(r *Response) (net.Buffers, error) {
 	return appendFrame(ResponseStart, ResponseEnd, header, parts), nil
 }
 
-// split cuts a frame's payloads into the state and the files its header names. The
-// sizes must account for every payload byte.
-func split(bin []byte, count int64, state *blob, refs []fileRef) ([]byte, []File, error) {
+// split cuts a frame's payloads into the state, the files and the outputs its header
+// names. The sizes must account for every payload byte.
+func split(bin []byte, count int64, state *blob, refs []fileRef, outputs *blob) ([]byte, []File, []byte, error) {
 	if count != int64(len(bin)) {
-		return nil, nil, fmt.Errorf("%w: header counts %d payload bytes, the frame has %d", ErrMalformed, count, len(bin))
+		return nil, nil, nil, fmt.Errorf("%w: header counts %d payload bytes, the frame has %d", ErrMalformed, count, len(bin))
 	}
-	var out []byte
+	var out, outs []byte
 	rest := bin
 	take := func(n int64) ([]byte, bool) {
 		if n < 0 || n > int64(len(rest)) {
@@ -382,21 +408,27 @@ func split(bin []byte, count int64, state *blob, refs []fileRef) ([]byte, []File
 	if state != nil {
 		var ok bool
 		if out, ok = take(state.Size); !ok {
-			return nil, nil, fmt.Errorf("%w: state of %d bytes past the payloads", ErrMalformed, state.Size)
+			return nil, nil, nil, fmt.Errorf("%w: state of %d bytes past the payloads", ErrMalformed, state.Size)
 		}
 	}
 	files := make([]File, 0, len(refs))
 	for _, ref := range refs {
 		content, ok := take(ref.Size)
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: file %q of %d bytes past the payloads", ErrMalformed, ref.Path, ref.Size)
+			return nil, nil, nil, fmt.Errorf("%w: file %q of %d bytes past the payloads", ErrMalformed, ref.Path, ref.Size)
 		}
 		files = append(files, File{Path: ref.Path, Content: content})
 	}
-	if len(rest) != 0 {
-		return nil, nil, fmt.Errorf("%w: %d payload bytes named by nothing", ErrMalformed, len(rest))
+	if outputs != nil {
+		var ok bool
+		if outs, ok = take(outputs.Size); !ok {
+			return nil, nil, nil, fmt.Errorf("%w: outputs of %d bytes past the payloads", ErrMalformed, outputs.Size)
+		}
 	}
-	return out, files, nil
+	if len(rest) != 0 {
+		return nil, nil, nil, fmt.Errorf("%w: %d payload bytes named by nothing", ErrMalformed, len(rest))
+	}
+	return out, files, outs, nil
 }
 
 // DecodeReady parses and checks a ready frame.
@@ -417,6 +449,9 @@ func DecodeReady(f Frame) (Ready, error) {
 // EncodeEvent returns an event's frame, as a REPL would send it; for stand-ins of one.
 func EncodeEvent(id string, ev *Event) (net.Buffers, error) {
 	data := ev.Data
+	if ev.Type == EventBundle {
+		data = ev.Output
+	}
 	if ev.Type == EventToolCalls {
 		var err error
 		if data, err = json.Marshal(ev.Calls); err != nil {
@@ -444,7 +479,7 @@ func Decode(f Frame, id string, lim Limits) (ev *Event, resp *Response, err erro
 		return nil, nil, fmt.Errorf("%w: response id %q, want %q", ErrMalformed, h.ID, id)
 	}
 	switch h.Type {
-	case EventOutput, EventDisplay, EventToolCalls:
+	case EventOutput, EventDisplay, EventToolCalls, EventBundle:
 		ev, err := decodeEvent(&h, f, lim)
 		return ev, nil, err
 	case "result":
@@ -469,6 +504,12 @@ func decodeEvent(h *responseHeader, f Frame, lim Limits) (*Event, error) {
 	}
 	if h.Type == EventToolCalls {
 		return decodeToolCalls(f, lim)
+	}
+	if h.Type == EventBundle {
+		if len(f.Binary) > MaxBundleBytes+outputsSlack || !json.Valid(f.Binary) {
+			return nil, fmt.Errorf("%w: a bundle event of %d bytes", ErrMalformed, len(f.Binary))
+		}
+		return &Event{Type: EventBundle, Output: f.Binary}, nil
 	}
 	if h.Name == "" || (lim.MaxFileBytes > 0 && h.Binary > lim.MaxFileBytes) {
 		return nil, fmt.Errorf("%w: display %q of %d bytes", ErrMalformed, h.Name, h.Binary)
@@ -519,15 +560,22 @@ func decodeResult(h *responseHeader, f Frame, lim Limits) (*Response, error) {
 			return nil, fmt.Errorf("%w: file without a path", ErrMalformed)
 		}
 	}
-	state, files, err := split(f.Binary, h.Binary, h.State, h.Files)
+	if h.Outputs != nil && h.Outputs.Size > MaxOutputsBytes+outputsSlack {
+		return nil, fmt.Errorf("%w: outputs of %d bytes over their limit", ErrMalformed, h.Outputs.Size)
+	}
+	state, files, outputs, err := split(f.Binary, h.Binary, h.State, h.Files, h.Outputs)
 	if err != nil {
 		return nil, err
+	}
+	if outputs != nil && !json.Valid(outputs) {
+		return nil, fmt.Errorf("%w: outputs that are not JSON", ErrMalformed)
 	}
 	return &Response{
 		ID: h.ID, Status: h.Status, ExitCode: h.ExitCode, Stdout: h.Stdout, Stderr: h.Stderr,
 		Error: h.Error, Result: h.Result, State: state, StateUnchanged: h.StateUnchanged,
 		StateError: h.StateError, StateToken: h.StateToken, Files: files, FilesError: h.FilesError,
 		DeletedFiles: h.DeletedFiles, Truncated: h.Truncated, DurationMS: h.DurationMS, MemoryBytes: h.MemoryBytes,
+		Outputs: outputs,
 	}, nil
 }
 

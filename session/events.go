@@ -17,6 +17,7 @@ const (
 	EventStdout  = "stdout"  // Text
 	EventStderr  = "stderr"  // Text
 	EventDisplay = "display" // File: a figure the run showed, already stored in the session
+	EventOutput  = "output"  // Output: a rich output, as it was shown
 )
 
 // Event is what a caller hears of a run while it goes.
@@ -26,6 +27,7 @@ type Event struct {
 	ExecutionID string
 	Text        string
 	File        *store.File
+	Output      *Output
 }
 
 // Cancel interrupts a running execution the caller started (see executor.Executor.Cancel).
@@ -53,7 +55,8 @@ type link struct {
 	sid   string         // the session's id, known before it exists
 	sess  *store.Session // nil until the run's session exists
 	shown map[string]shownFile
-	err   error // the first failure to store a figure; the run goes on
+	png   map[string][]byte // the figure last shown, whose output event follows it
+	err   error             // the first failure to store a figure; the run goes on
 }
 
 // shownFile is a figure stored while the run went, so that the same file in the
@@ -80,6 +83,29 @@ func (l *link) event(ev protocol.Event) {
 			return
 		}
 		l.req.Events(Event{Type: EventDisplay, File: f})
+		l.png = map[string][]byte{ev.Name: ev.Data} // its output comes next
+	case protocol.EventBundle:
+		o, err := decodeOutput(ev.Output, func(name string) []byte { return l.png[name] })
+		if err != nil {
+			if l.err == nil {
+				l.err = err
+			}
+			return
+		}
+		l.png = nil
+		l.req.Events(Event{Type: EventOutput, Output: &o})
+	}
+}
+
+// figureIn returns where a run's outputs find their figures' bytes: among its files.
+func figureIn(files []protocol.File) func(string) []byte {
+	return func(name string) []byte {
+		for _, f := range files {
+			if f.Path == name {
+				return f.Content
+			}
+		}
+		return nil
 	}
 }
 

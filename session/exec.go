@@ -56,6 +56,8 @@ type ExecResult struct {
 	*executor.Result
 	Session *store.Session
 	Files   []*store.File
+	// Outputs are the run's rich outputs, in order (Output); empty, never nil.
+	Outputs []Output
 	// RuntimeStatus says where the run went: RuntimeNew, RuntimeReused or RuntimeResumed.
 	RuntimeStatus string
 	// Inherited are the read-only inputs the run changed: handed back as they were, never
@@ -201,6 +203,10 @@ func egressCall(c Caller, sid string, n *egress.Network) egress.Call {
 func (s *Service) keep(ctx context.Context, c Caller, lv *link, req ExecRequest, res *executor.Result, origins map[string]origin) (*ExecResult, error) {
 	var err error
 	out := &ExecResult{Result: res, Files: []*store.File{}}
+	if out.Outputs, err = decodeOutputs(res.Outputs, figureIn(res.Files)); err != nil {
+		out.Outputs = []Output{}
+		res.Stderr += "\n[kiln] " + err.Error() + "\n"
+	}
 	if lv.err != nil {
 		res.Stderr += "\n[kiln] " + lv.err.Error() + "\n"
 	}

@@ -18,11 +18,13 @@ import (
 	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/health"
+	"github.com/kilnsh/kiln/jupyter"
 	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/mcp"
 	"github.com/kilnsh/kiln/metrics"
 	"github.com/kilnsh/kiln/objstore"
 	"github.com/kilnsh/kiln/pool"
+	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/session"
@@ -49,6 +51,7 @@ type Main struct {
 	stopBg    context.CancelFunc // stops them
 	exec      *executor.Executor
 	mcp       *mcp.Handler
+	jupyter   *jupyter.Handler
 	server    *http.Server
 	listener  net.Listener
 	served    chan error
@@ -167,6 +170,12 @@ func (m *Main) Run(ctx context.Context) error {
 		Log:         m.log,
 		IdleTimeout: time.Duration(cfg.MCPIdleMinutes) * time.Minute,
 	})
+	m.jupyter = jupyter.New(jupyter.Config{
+		Sessions:    sessions,
+		Caller:      func(r *http.Request) session.Caller { return api.CallerFrom(r.Context()) },
+		Log:         m.log,
+		CellTimeout: time.Duration(cfg.MaxTimeoutMS) * time.Millisecond,
+	})
 	profiles, _ := api.ParseProfiles(cfg.ExecutionProfiles) // checked by Validate
 	handler := api.New(api.Config{
 		InstanceID: cfg.InstanceID,
@@ -190,6 +199,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Stats:          met,
 		RateLimit:      api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
 		MCP:            m.mcp,
+		Jupyter:        m.jupyter,
 		Replicas:       m.replicas(),
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -243,6 +253,7 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			// MCP sessions hold event streams open; ending them lets Shutdown finish.
 			m.mcp.Close()
+			m.jupyter.Close()
 			if err := m.server.Shutdown(sctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 				_ = m.server.Close()
@@ -452,13 +463,13 @@ func (m *Main) limits() executor.Limits {
 
 // frameLimits bound one response frame. Its header holds two capped outputs and a
 // result, each at most 6 times its cap once JSON-escaped (\u0000 for one byte), and the
-// files' paths; its payloads are the state and the files, raw. The files come out of
-// /mnt/data, so they are never more than it holds (dataBytes).
+// files' paths; its payloads are the state, the files, raw, and the rich outputs. The
+// files come out of /mnt/data, so they are never more than it holds (dataBytes).
 func frameLimits(l executor.Limits, dataBytes int64) sandbox.FrameLimits {
 	const perPath = 32 << 10 // a path of 4096 bytes, JSON-escaped, and its size
 	return sandbox.FrameLimits{
 		Header: int(3*6*l.MaxOutputBytes + int64(l.MaxFiles)*perPath + 1<<20),
-		Binary: l.MaxStateBytes + min(int64(l.MaxFiles)*l.MaxFileBytes, dataBytes),
+		Binary: l.MaxStateBytes + min(int64(l.MaxFiles)*l.MaxFileBytes, dataBytes) + protocol.MaxOutputsBytes + 1<<20,
 	}
 }
 

@@ -1,20 +1,24 @@
 package kilntest
 
+import "encoding/json"
+
 // ExecResponse is the body of a 200 from POST /exec.
 type ExecResponse struct {
-	SessionID  string  `json:"session_id"`
-	Status     string  `json:"status"`
-	ExitCode   int     `json:"exit_code"`
-	Stdout     string  `json:"stdout"`
-	Stderr     string  `json:"stderr"`
-	Error      *string `json:"error"`
-	Result     *string `json:"result"`
-	Files      []File  `json:"files"`
-	Truncated  bool    `json:"truncated"`
-	State      *string `json:"state"`
-	HasState   bool    `json:"has_state"`
-	StateSize  int     `json:"state_size"`
-	StateError *string `json:"state_error"`
+	SessionID string  `json:"session_id"`
+	Status    string  `json:"status"`
+	ExitCode  int     `json:"exit_code"`
+	Stdout    string  `json:"stdout"`
+	Stderr    string  `json:"stderr"`
+	Error     *string `json:"error"`
+	Result    *string `json:"result"`
+	Files     []File  `json:"files"`
+	// Outputs are the rich outputs (docs/api.md, Outputs).
+	Outputs    []Output `json:"outputs"`
+	Truncated  bool     `json:"truncated"`
+	State      *string  `json:"state"`
+	HasState   bool     `json:"has_state"`
+	StateSize  int      `json:"state_size"`
+	StateError *string  `json:"state_error"`
 	// DeletedFiles and RuntimeStatus: see docs/api.md.
 	DeletedFiles  []string `json:"deleted_files"`
 	RuntimeStatus string   `json:"runtime_status"`
@@ -26,6 +30,20 @@ type ExecResponse struct {
 	// Error envelope fields, set on non-200 answers.
 	Code    string `json:"-"`
 	Message string `json:"message"`
+}
+
+// Output is one rich output: a display_data or an execute_result.
+type Output struct {
+	Type     string                     `json:"type"`
+	Data     map[string]json.RawMessage `json:"data"`
+	Metadata map[string]json.RawMessage `json:"metadata"`
+}
+
+// Text returns a text MIME type's content, "" without it.
+func (o Output) Text(mime string) string {
+	var s string
+	_ = json.Unmarshal(o.Data[mime], &s)
+	return s
 }
 
 // File is a file listed in an exec response.

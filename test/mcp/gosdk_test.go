@@ -78,6 +78,27 @@ func TestGoSDKExecute(t *testing.T) {
 	if img == nil || img.MIMEType != "image/png" || !strings.HasPrefix(string(img.Data), "\x89PNG") {
 		t.Errorf("plot: no PNG image block in %s", text(res))
 	}
+	// Rich outputs: an image a library displays is an image block, HTML (a DataFrame's
+	// table) a text block that says what it is.
+	res, _ = execute(t, cs, map[string]any{"code": "import io, pandas as pd, matplotlib.pyplot as plt\nfrom IPython.display import display, Image\n" +
+		"fig = plt.figure(); plt.bar(['a', 'b'], [3, 5]); buf = io.BytesIO(); fig.savefig(buf, format='png'); plt.close(fig)\n" +
+		"display(Image(data=buf.getvalue()))\npd.DataFrame({'city': ['Oslo', 'Lima'], 'temp': [3.5, 19.25]})"})
+	images, html := 0, ""
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.ImageContent:
+			if c.MIMEType == "image/png" && strings.HasPrefix(string(c.Data), "\x89PNG") {
+				images++
+			}
+		case *sdk.TextContent:
+			if strings.HasPrefix(c.Text, "[execute_result text/html]") {
+				html = c.Text
+			}
+		}
+	}
+	if images != 1 || !strings.Contains(html, "<table") || !strings.Contains(html, "19.25") {
+		t.Errorf("rich outputs: %d PNG blocks, HTML %q; want one, and the table", images, html)
+	}
 	res, out = execute(t, cs, map[string]any{"code": "1/0"})
 	if !res.IsError || out["status"] != "error" || !strings.Contains(text(res), "ZeroDivisionError") {
 		t.Errorf("1/0 = %s, want an error result", text(res))

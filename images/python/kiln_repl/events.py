@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from kiln_repl.log import Logger
+from kiln_repl.rich import encode_outputs
 from kiln_repl.running import block_run_signals
 
 COALESCE_BYTES = 16 << 10  # waiting bytes that make a stream send at once
@@ -72,6 +73,14 @@ class EventStream:
                 self._take_output(stream, final=False)
             message = {"id": self._id, "type": "display", "name": name, "mime": "image/png"}
             self._outbox.append((message, [png]))
+            self._cond.notify()
+
+    def bundle(self, output: dict[str, Any]) -> None:
+        """Queues a rich output (display_data, execute_result), behind all the output given so far."""
+        with self._cond:
+            for stream in STREAMS:
+                self._take_output(stream, final=False)
+            self._outbox.append(({"id": self._id, "type": "bundle"}, [encode_outputs(output)]))
             self._cond.notify()
 
     def close(self, cut: set[str], notes: str = "") -> None:

@@ -117,6 +117,8 @@ class Result:
     truncated: bool = False
     duration_ms: int = 0
     memory_bytes: int = 0  # the process's resident memory after a live request's run
+    # The rich outputs, in order, as a JSON array (kiln_repl.rich): the last payload, None without.
+    outputs: bytes | None = None
 
     def to_message(self) -> dict[str, Any]:
         """The header's members after "binary", in the order of the fields."""
@@ -126,14 +128,17 @@ class Result:
                 value = None if value is None else {"size": len(value)}
             elif name == "files":
                 value = [{"path": item.path, "size": len(item.content)} for item in value]
+            elif name == "outputs":
+                value = None if value is None else {"size": len(value)}
             if name != "id":
                 message[name] = value
         return message
 
     def payloads(self) -> list[bytes]:
-        """The blobs in the order the header names them: the state, then each file."""
+        """The blobs in the order the header names them: the state, each file, the outputs."""
         state = [] if self.state is None else [self.state]
-        return state + [item.content for item in self.files]
+        outputs = [] if self.outputs is None else [self.outputs]
+        return state + [item.content for item in self.files] + outputs
 
 
 NATIVE_LANGUAGES = ("python", "bash")  # the languages the REPL knows without the image's table
@@ -149,7 +154,8 @@ def ready_message(python_version: str, preloaded: dict[str, str],
         "protocol": PROTOCOL_VERSION,
         "python": python_version,
         "preloaded": preloaded,
-        "capabilities": {"languages": list(languages), "state": True, "files": True, "tools": True},
+        "capabilities": {"languages": list(languages), "state": True, "files": True, "tools": True,
+                         "outputs": True},
     }
 
 

@@ -25,11 +25,11 @@ import sys
 import time
 import traceback
 import types
-from typing import Any
+from typing import Any, Callable
 
 from kiln_repl.capture import Capture, StdStreams, decode_output
 from kiln_repl.channel import Channel
-from kiln_repl.egress import PACKAGES_BASE, site_packages, start_forwarder
+from kiln_repl.egress import PACKAGES_BASE, site_packages, start_egress
 from kiln_repl.events import EventStream
 from kiln_repl.figures import FIGURES
 from kiln_repl.files import (PathRefused, Snapshot, collect_files, is_within, remove_file, snapshot,
@@ -44,12 +44,19 @@ from kiln_repl.preload import (MPL_BACKEND, PRELOAD_ENV, STATE_CODECS, VERSIONED
                                seed_matplotlib_cache)
 from kiln_repl.processes import RLIMITS_ENV, apply_rlimits, kill_leftovers
 from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
+from kiln_repl import introspect  # noqa: F401  (run by the host between cells: loaded before user code)
+from kiln_repl.rich import OUTPUTS, bundle, encode_outputs
+from kiln_repl.rich import install as install_rich
 from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
                                cap_text, compile_cell, describe_exception, exit_outcome, register_source,
                                user_traceback)
 from kiln_repl.settings import Settings
 from kiln_repl.state import HISTORY, UNCHANGED, Loaded, bind_namespace, capture_state, restore_state
 from kiln_repl.tools import AsyncTools, Broker, ShellTools, evaluate, run_coroutine
+
+
+# The text/plain of a figure's output, as a notebook shows a figure it drew.
+FIGURE_TEXT = "<Figure>"
 
 
 class Server:
@@ -72,7 +79,8 @@ class Server:
         self.languages = ["python", *self.programs]
         self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
         # Before the pre-imports, so that what they start sees the proxy's variables.
-        self.forwarder = start_forwarder(self.channel.send, logger, data_dir)
+        self.forwarder, self.relay = start_egress(self.channel.send, logger, data_dir)
+        self.egress = self.forwarder is not None or self.relay is not None
         self.packages: Packages | None = None  # what pip installs in the session, with egress on
         if self.forwarder is not None:
             self.channel.net = self.forwarder.deliver
@@ -103,13 +111,14 @@ class Server:
         # other processes through PYTHONPATH (see the Dockerfile), goes: the package is loaded,
         # and its modules are found through its own __path__ from now on.
         sys.path[:] = [data_dir, *(path for path in sys.path[1:] if path != SERVER_HOME)]
-        if self.forwarder is not None:
+        if self.egress:
             # What pip installs in the session comes before the image's packages, as a user
             # site does; the directory exists from the start so that imports look there.
             packages = site_packages(data_dir)
             os.makedirs(packages, exist_ok=True)
             sys.path.insert(1, packages)
             self.packages = Packages(os.path.join(data_dir, PACKAGES_BASE))
+        install_rich()
         self.stdout = Capture(1, logger)
         self.stderr = Capture(2, logger)
         self.stdout.attach()
@@ -204,6 +213,11 @@ class Server:
             outcome = Outcome("cancelled", CANCELLED_EXIT_CODE, "Interrupted")
         if request.lang == "python" and request.figures:
             self.save_open_figures()
+        outputs, output_notes = OUTPUTS.end()
+        if outputs:
+            result.outputs = encode_outputs(outputs)
+        for note in output_notes:
+            sys.stderr.write(f"kiln: {note}\n")
         self.end_run()
 
         cut = self.take_output(result, outcome)
@@ -272,6 +286,8 @@ class Server:
         """Puts the process back into the shape a run expects, whatever the last run did, and
         starts capturing the run's output. The working directory stays where the code left
         it, as in a notebook, unless it is gone."""
+        if self.relay is not None and (env := self.relay.ensure()) is not None:
+            os.environ.update(env)
         try:
             os.getcwd()
         except OSError:
@@ -284,9 +300,10 @@ class Server:
         sys.stdin, sys.stdout, sys.stderr = self.streams.fresh()
         sys.argv = [USER_FILENAME, *request.args]
         self.interrupter.install()
+        if request.lang == "python":
+            OUTPUTS.begin(None if events is None else self.publisher(events))
         if request.lang == "python" and request.figures:
-            display = None if events is None else lambda name, png: self.display(events, name, png)
-            FIGURES.begin(self.data_dir, display, self.interrupter.shielded)
+            FIGURES.begin(self.data_dir, lambda name, png: self.display(events, name, png), self.interrupter.shielded)
         # Files written since the last run can be imported. Only the data dir changes: the rest
         # of sys.path is the read-only image, and refreshing its hundreds of finders costs more
         # than the whole of a small run.
@@ -297,12 +314,25 @@ class Server:
         self.stdout.begin(limit, None if events is None else events.sink("stdout"))
         self.stderr.begin(limit, None if events is None else events.sink("stderr"))
 
-    def display(self, events: EventStream, name: str, png: bytes) -> None:
-        """Sends a saved figure as a display event, behind the output written before it."""
+    def display(self, events: EventStream | None, name: str, png: bytes) -> None:
+        """A saved figure: an output naming its file, and when the run streams, a display event
+        with its PNG behind the output written before it."""
+        if events is not None:
+            self.sync_output()
+            events.display(name, png)
+        OUTPUTS.add("display_data", {"text/plain": FIGURE_TEXT}, {}, figure=name)
+
+    def publisher(self, events: EventStream) -> Callable[[dict[str, Any]], None]:
+        """What sends an output as an event, behind the output written before it."""
+        def publish(item: dict[str, Any]) -> None:
+            self.sync_output()
+            events.bundle(item)
+        return publish
+
+    def sync_output(self) -> None:
         flush_std_streams()
         self.stdout.sync()
         self.stderr.sync()
-        events.display(name, png)
 
     def save_open_figures(self) -> None:
         """Saves the figures the code left open, while its output is still captured: a note on
@@ -316,7 +346,7 @@ class Server:
 
     def end_run(self) -> None:
         flush_std_streams()
-        kill_leftovers({self.pid}, self.logger)
+        kill_leftovers({self.pid}, self.logger, keep={self.relay.pid} if self.relay is not None else set())
 
     def run_python(self, request: Request) -> Outcome:
         register_source(request.code)
@@ -343,6 +373,7 @@ class Server:
                     self.remember(value)
                     limit = request.limits.max_output_bytes
                     outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
+                    OUTPUTS.add("execute_result", *bundle(value, text=outcome.result))
         except TimeLimitExceeded:
             outcome = Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
         except SystemExit as exc:

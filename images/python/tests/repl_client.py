@@ -52,6 +52,9 @@ def decode_payloads(header: dict[str, Any], payload: bytes) -> dict[str, Any]:
     if header.get("type") == "tool_calls":
         header["calls"] = json.loads(payload)
         return header
+    if header.get("type") == "bundle":
+        header["output"] = json.loads(payload)
+        return header
     if header.get("type") != "result":
         if payload:
             raise AssertionError(f"a {header.get('type')} frame with {len(payload)} bytes of binary")
@@ -66,6 +69,11 @@ def decode_payloads(header: dict[str, Any], payload: bytes) -> dict[str, Any]:
             raise AssertionError(f"file entry {item}")
         item["content"] = payload[offset:offset + item["size"]]
         offset += item["size"]
+    outputs = header.get("outputs")
+    header["outputs"] = []
+    if outputs is not None:
+        header["outputs"] = json.loads(payload[offset:offset + outputs["size"]])
+        offset += outputs["size"]
     if offset != len(payload):
         raise AssertionError(f"the sizes add up to {offset}, binary is {len(payload)}")
     return header
@@ -210,7 +218,7 @@ class Repl:
                 raise AssertionError(f"a frame for {frame.get('id')!r} while {request_id!r} runs: {frame}")
             if frame["type"] == "result":
                 return events, frame
-            if frame["type"] not in ("output", "display"):
+            if frame["type"] not in ("output", "display", "bundle"):
                 raise AssertionError(f"an event of type {frame['type']!r}")
             events.append(frame)
 

@@ -67,7 +67,9 @@ class CaptureTest(ReplTestCase):
     def test_stdin_is_empty(self) -> None:
         repl = self.start()
         response = repl.run("input()")
-        self.assertEqual(response["error"], "EOFError: EOF when reading a line")
+        self.assertEqual(response["error"], "EOFError: input() is not available: kiln runs code without standard input")
+        response = repl.run("import sys\nsys.stdin.read()")
+        self.assertOk(response)
 
 
 class ResultTest(ReplTestCase):

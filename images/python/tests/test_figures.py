@@ -59,7 +59,7 @@ class FiguresTest(ReplTestCase):
         code = PLOT + "print('first')\nplt.plot([1])\nplt.show()\nprint('second')\nplt.plot([2])"
         events, result = repl.collect(repl.start_run(code, figures=True, events=True))
         self.assertOk(result)
-        kinds = [event.get("text") or event.get("name") for event in events]
+        kinds = [event.get("text") or event.get("name") for event in events if event["type"] != "bundle"]
         self.assertEqual(kinds, ["first\n", "figure-1.png", "second\n", "figure-2.png"])
         files = {item["path"]: item["content"] for item in result["files"]}
         for event in events:

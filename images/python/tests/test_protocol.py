@@ -23,7 +23,8 @@ class ReadyTest(ReplTestCase):
         if os.path.exists(table):
             with open(table) as handle:
                 languages += list(json.load(handle))
-        self.assertEqual(ready["capabilities"], {"languages": languages, "state": True, "files": True, "tools": True})
+        self.assertEqual(ready["capabilities"], {"languages": languages, "state": True, "files": True, "tools": True,
+                                                 "outputs": True})
 
     def test_preloaded_names_and_quiet_start(self) -> None:
         repl = self.start(preload=True)

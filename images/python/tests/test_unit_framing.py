@@ -280,7 +280,7 @@ class WriteFrameTest(unittest.TestCase):
                                b'"stderr":"","error":null,"result":null,"state":{"size":5},"state_unchanged":false,'
                                b'"state_error":null,"state_token":null,'
                                b'"files":[{"path":"out/a.csv","size":4},{"path":"b.bin","size":2}],'
-                               b'"files_error":null,"deleted_files":[],"truncated":false,"duration_ms":0,"memory_bytes":0}')
+                               b'"files_error":null,"deleted_files":[],"truncated":false,"duration_ms":0,"memory_bytes":0,"outputs":null}')
         self.assertEqual(split_frame(data)[1], b"STATEx,y\n\x00\x01")
 
 

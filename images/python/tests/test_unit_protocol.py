@@ -167,7 +167,8 @@ class ResultTest(unittest.TestCase):
         message = result.to_message()
         self.assertEqual(list(message), ["id", "type", "status", "exit_code", "stdout", "stderr", "error", "result",
                                          "state", "state_unchanged", "state_error", "state_token", "files",
-                                         "files_error", "deleted_files", "truncated", "duration_ms", "memory_bytes"])
+                                         "files_error", "deleted_files", "truncated", "duration_ms", "memory_bytes",
+                                         "outputs"])
         self.assertEqual((message["state"], message["files"]),
                          ({"size": 4}, [{"path": "a", "size": 2}, {"path": "b/c", "size": 0}]))
         self.assertEqual(result.payloads(), [b"blob", b"12", b""])

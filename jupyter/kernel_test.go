@@ -1,0 +1,83 @@
+package jupyter
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/kilnsh/kiln/executor"
+)
+
+func TestCutTraceback(t *testing.T) {
+	for _, tc := range []struct {
+		text, before string
+		tb           []string
+	}{
+		{"warning: slow\nTraceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nZeroDivisionError: division by zero\n",
+			"warning: slow\n", []string{"Traceback (most recent call last):", "  File \"<string>\", line 1, in <module>", "ZeroDivisionError: division by zero"}},
+		{"  File \"<string>\", line 3\n    if\n      ^\nSyntaxError: invalid syntax\n",
+			"", []string{"  File \"<string>\", line 3", "    if", "      ^", "SyntaxError: invalid syntax"}},
+		{"just a warning\n", "just a warning\n", nil},
+	} {
+		tb, before, ok := cutTraceback(tc.text)
+		if before != tc.before || !slices.Equal(tb, tc.tb) || ok != (tc.tb != nil) {
+			t.Errorf("cutTraceback(%q) = %q, %q, %v", tc.text, tb, before, ok)
+		}
+	}
+}
+
+func TestFailureNames(t *testing.T) {
+	line := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		res           executor.Result
+		cancelled     bool
+		ename, evalue string
+	}{
+		{executor.Result{Status: executor.StatusError, Error: line("ZeroDivisionError: division by zero")}, false, "ZeroDivisionError", "division by zero"},
+		{executor.Result{Status: executor.StatusError, Error: line("KeyError")}, false, "KeyError", ""},
+		{executor.Result{Status: executor.StatusTimeout, Error: line("Time limit exceeded")}, false, "TimeoutError", "Time limit exceeded"},
+		{executor.Result{Status: executor.StatusOOM, Error: line("Out of memory")}, false, "MemoryError", "Out of memory"},
+		{executor.Result{Status: executor.StatusError, Error: line("KeyboardInterrupt")}, true, "KeyboardInterrupt", ""},
+	} {
+		got := failure(&tc.res, tc.cancelled)
+		if got.ename != tc.ename || got.evalue != tc.evalue || len(got.traceback) == 0 {
+			t.Errorf("failure(%+v) = %+v", tc.res, got)
+		}
+	}
+}
+
+// A reply names its parent's header and carries the protocol's version.
+func TestReplyShape(t *testing.T) {
+	parent := &message{Header: header{MsgID: "m1", MsgType: "execute_request", Session: "s1"}}
+	m := reply(parent, "s1", "iopub", "status", map[string]string{"execution_state": "busy"})
+	b, _ := json.Marshal(m)
+	var back map[string]any
+	_ = json.Unmarshal(b, &back)
+	ph := back["parent_header"].(map[string]any)
+	h := back["header"].(map[string]any)
+	if ph["msg_id"] != "m1" || h["version"] != "5.3" || h["msg_type"] != "status" || back["channel"] != "iopub" {
+		t.Errorf("reply: %s", b)
+	}
+}
+
+// The v1 framing reads back what it wrote, and refuses what is not a frame.
+func TestWireV1RoundTrip(t *testing.T) {
+	m := reply(&message{Header: header{MsgID: "p", MsgType: "execute_request"}}, "s", "iopub", "stream",
+		map[string]string{"name": "stdout", "text": "héllo\n"})
+	b, err := encodeV1(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeV1(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Channel != "iopub" || back.Header != m.Header || string(back.Content) != string(m.Content) || string(back.ParentHeader) != string(m.ParentHeader) {
+		t.Errorf("round trip: %+v, want %+v", back, m)
+	}
+	for _, bad := range [][]byte{nil, {1, 2, 3}, b[:40], append([]byte{200, 0, 0, 0, 0, 0, 0, 0}, b[8:]...)} {
+		if _, err := decodeV1(bad); err == nil {
+			t.Errorf("decodeV1(%q) accepted", bad)
+		}
+	}
+}

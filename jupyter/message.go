@@ -1,0 +1,67 @@
+package jupyter
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/kilnsh/kiln"
+)
+
+// protocolVersion is the kernel messaging protocol version spoken.
+const protocolVersion = "5.3"
+
+// header is a message's header (and, as parent_header, the header of the message it
+// answers).
+type header struct {
+	MsgID    string `json:"msg_id"`
+	MsgType  string `json:"msg_type"`
+	Username string `json:"username"`
+	Session  string `json:"session"`
+	Date     string `json:"date"`
+	Version  string `json:"version"`
+}
+
+// message is one kernel message as the WebSocket's JSON carries it.
+type message struct {
+	Header       header          `json:"header"`
+	ParentHeader json.RawMessage `json:"parent_header"`
+	Metadata     json.RawMessage `json:"metadata"`
+	Content      json.RawMessage `json:"content"`
+	Channel      string          `json:"channel"`
+	Buffers      []any           `json:"buffers"`
+}
+
+// reply makes a message of msgType on channel answering parent (nil for none).
+func reply(parent *message, session, channel, msgType string, content any) *message {
+	body, err := json.Marshal(content)
+	if err != nil {
+		body = []byte("{}")
+	}
+	m := &message{
+		Header: header{MsgID: kiln.NewID(), MsgType: msgType, Username: "kiln", Session: session,
+			Date: time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), Version: protocolVersion},
+		ParentHeader: json.RawMessage("{}"), Metadata: json.RawMessage("{}"), Content: body,
+		Channel: channel, Buffers: []any{},
+	}
+	if parent != nil {
+		m.ParentHeader, _ = json.Marshal(parent.Header)
+	}
+	return m
+}
+
+// The contents of the messages read.
+type executeRequest struct {
+	Code         string `json:"code"`
+	Silent       bool   `json:"silent"`
+	StoreHistory *bool  `json:"store_history"`
+	StopOnError  *bool  `json:"stop_on_error"`
+}
+
+type codeRequest struct {
+	Code      string `json:"code"`
+	CursorPos int    `json:"cursor_pos"`
+}
+
+type shutdownRequest struct {
+	Restart bool `json:"restart"`
+}

@@ -1,0 +1,11 @@
+import WebSocket from 'ws';
+import { KernelManager, ServerConnection } from '@jupyterlab/services';
+const s = ServerConnection.makeSettings({ baseUrl: 'http://127.0.0.1:18555/jupyter/', wsUrl: 'ws://127.0.0.1:18555/jupyter/', token: 'k1', appendToken: true, WebSocket });
+const km = new KernelManager({ serverSettings: s });
+await km.ready;
+const k = await km.startNew({ name: 'python3' });
+await k.info;
+const run = async (code) => { const f = k.requestExecute({ code }); const r = await f.done; return r.content; };
+console.log(await run('x = 1'));
+console.log('complete1', JSON.stringify((await k.requestComplete({ code: 'x', cursor_pos: 1 })).content).slice(0,200));
+process.exit(0);
