@@ -72,10 +72,11 @@ test/mcp/node/node_modules/.installed: test/mcp/node/package.json test/mcp/node/
 	cd test/mcp/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-## test-jupyter-deps: JupyterLab's client library (pinned in test/jupyter/node/package-lock.json) for test/jupyter, with this machine's npm
+## test-jupyter-deps: JupyterLab's client library and puppeteer-core (pinned in test/jupyter/node/package-lock.json), and Debian's classic Notebook server, for test/jupyter
 test-jupyter-deps: test/jupyter/node/node_modules/.installed
 
 test/jupyter/node/node_modules/.installed: test/jupyter/node/package.json test/jupyter/node/package-lock.json
+	deploy/ensure-package.sh jupyter-notebook
 	cd test/jupyter/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -128,7 +129,7 @@ compose-down:
 # The suites run against kiln on Kubernetes: what does not depend on Docker itself.
 K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/ ./test/jupyter/
 ## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat, MCP and Jupyter suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
-test-k8s: docker helm image test-mcp-deps test-ptc-deps test-jupyter-deps
+test-k8s: docker helm chromium image test-mcp-deps test-ptc-deps test-jupyter-deps
 	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
 
 ## k8s-up: start the single-node Kubernetes for tests (deploy/k8s/cluster.sh up); builds it into .cache/k8s from the Go module proxy on first use (minutes), then starts in seconds

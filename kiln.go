@@ -58,7 +58,8 @@ func ErrorCode(err error) Code {
 // IDLength is the length of every identifier kiln hands out.
 const IDLength = 21
 
-const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+// IDAlphabet is the symbols of an identifier, in the order of their values 0 to 63.
+const IDAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 
 // NewID returns a fresh 21-character identifier from [A-Za-z0-9_-], drawn from a CSPRNG.
 // The alphabet has 64 symbols, so each byte's low six bits pick one without bias.
@@ -68,7 +69,7 @@ func NewID() string {
 		panic(fmt.Sprintf("kiln: reading random bytes: %v", err)) // crypto/rand does not fail on Linux
 	}
 	for i := range b {
-		b[i] = idAlphabet[b[i]&63]
+		b[i] = IDAlphabet[b[i]&63]
 	}
 	return string(b[:])
 }

@@ -19,7 +19,7 @@ func TestNewID(t *testing.T) {
 			t.Fatalf("got id %q of length %d, want %d", id, len(id), IDLength)
 		}
 		for _, c := range id {
-			if !strings.ContainsRune(idAlphabet, c) {
+			if !strings.ContainsRune(IDAlphabet, c) {
 				t.Fatalf("got id %q with %q, want only [A-Za-z0-9_-]", id, c)
 			}
 			used[c] = true
@@ -36,8 +36,8 @@ func TestNewID(t *testing.T) {
 		seen[id] = true
 	}
 	// 210,000 symbols drawn: every one of the 64 should have come up.
-	if len(used) != len(idAlphabet) {
-		t.Errorf("got %d distinct symbols over %d ids, want all %d", len(used), n, len(idAlphabet))
+	if len(used) != len(IDAlphabet) {
+		t.Errorf("got %d distinct symbols over %d ids, want all %d", len(used), n, len(IDAlphabet))
 	}
 }
 

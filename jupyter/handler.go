@@ -201,20 +201,20 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	k := h.add(sess.ID, c)
+	k := h.add(kernelID(sess.ID), sess.ID, c)
 	k.touch("idle")
 	w.Header().Set("Location", "/api/kernels/"+k.id)
 	writeJSON(w, http.StatusCreated, k.model())
 }
 
-// add registers a kernel of c's for the session id, or returns the one registered.
-func (h *Handler) add(id string, c session.Caller) *kernel {
+// add registers a kernel of c's for the session sid, or returns the one registered.
+func (h *Handler) add(id, sid string, c session.Caller) *kernel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if k, ok := h.kernels[id]; ok {
 		return k
 	}
-	k := &kernel{id: id, name: KernelName, caller: c, h: h, state: "idle", last: time.Now(), conns: map[*conn]bool{}}
+	k := &kernel{id: id, sid: sid, name: KernelName, caller: c, h: h, state: "idle", last: time.Now(), conns: map[*conn]bool{}}
 	h.kernels[id] = k
 	return k
 }
@@ -235,12 +235,17 @@ func (h *Handler) kernel(w http.ResponseWriter, r *http.Request) (*kernel, bool)
 		}
 		return k, true
 	}
-	sess, err := h.sessions.Session(r.Context(), c, id)
+	sid, ok := sessionOf(id)
+	if !ok {
+		fail(w, http.StatusNotFound, "no such kernel: "+id)
+		return nil, false
+	}
+	sess, err := h.sessions.Session(r.Context(), c, sid)
 	if err != nil || sess.EntityID != entity {
 		fail(w, http.StatusNotFound, "no such kernel: "+id)
 		return nil, false
 	}
-	return h.add(id, c), true
+	return h.add(id, sid, c), true
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
@@ -275,7 +280,7 @@ func (h *Handler) shutdown(ctx context.Context, k *kernel) error {
 	for c := range conns {
 		c.close()
 	}
-	return h.sessions.DeleteSession(ctx, k.caller, k.id)
+	return h.sessions.DeleteSession(ctx, k.caller, k.sid)
 }
 
 func (h *Handler) interrupt(w http.ResponseWriter, r *http.Request) {

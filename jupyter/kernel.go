@@ -16,7 +16,8 @@ import (
 // kernel is one kernel: a session of its owner's, the cells that run in it one at a
 // time, and the WebSocket connections that hear it.
 type kernel struct {
-	id     string // the session's id
+	id     string // the kernel's id: its session's, written as a UUID (kernelID)
+	sid    string // the session's id
 	name   string // the kernel spec's
 	caller session.Caller
 	h      *Handler
@@ -98,7 +99,7 @@ func (k *kernel) restart(ctx context.Context) error {
 	}
 	k.run.Lock()
 	defer k.run.Unlock()
-	if err := k.h.sessions.DeleteState(ctx, k.caller, k.id); err != nil {
+	if err := k.h.sessions.DeleteState(ctx, k.caller, k.sid); err != nil {
 		return err
 	}
 	k.mu.Lock()
@@ -193,7 +194,7 @@ func (k *kernel) runCell(ctx context.Context, c *conn, req *message, in executeR
 	}
 	res, err := k.h.sessions.Exec(ctx, k.caller, session.ExecRequest{
 		Request:   executor.Request{Lang: "python", Code: in.Code, CaptureState: true, ExecutionID: id, Timeout: k.h.cfg.CellTimeout},
-		SessionID: k.id,
+		SessionID: k.sid,
 		Events:    events,
 	})
 	if err != nil {
@@ -270,7 +271,7 @@ func (k *kernel) introspect(ctx context.Context, m *message) map[string]any {
 	k.run.Lock()
 	res, err := k.h.sessions.Exec(ctx, k.caller, session.ExecRequest{
 		Request:   executor.Request{Lang: "python", Code: code, CaptureState: true, ExecutionID: kiln.NewID()},
-		SessionID: k.id,
+		SessionID: k.sid,
 	})
 	k.run.Unlock()
 	fallback := map[string]any{"status": "error", "ename": "KilnError", "evalue": "", "traceback": []string{}}

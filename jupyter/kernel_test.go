@@ -3,8 +3,10 @@ package jupyter
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
 )
 
@@ -78,6 +80,24 @@ func TestWireV1RoundTrip(t *testing.T) {
 	for _, bad := range [][]byte{nil, {1, 2, 3}, b[:40], append([]byte{200, 0, 0, 0, 0, 0, 0, 0}, b[8:]...)} {
 		if _, err := decodeV1(bad); err == nil {
 			t.Errorf("decodeV1(%q) accepted", bad)
+		}
+	}
+}
+
+// A kernel id is its session's id written as a UUID, and reads back; nothing else does.
+func TestKernelIDs(t *testing.T) {
+	for range 1000 {
+		sid := kiln.NewID()
+		kid := kernelID(sid)
+		back, ok := sessionOf(kid)
+		if !ok || back != sid || len(kid) != 36 || strings.Count(kid, "-") != 4 {
+			t.Fatalf("%s -> %s -> %s %v", sid, kid, back, ok)
+		}
+	}
+	for _, bad := range []string{"", "not-a-kernel", "ffffffff-ffff-ffff-ffff-ffffffffffff", "0000000000000000000000000000000000ab",
+		"00000000-0000-0000-0000-00000000000g", "00000000-0000-0000-00000-0000000000a"} {
+		if sid, ok := sessionOf(bad); ok {
+			t.Errorf("sessionOf(%q) = %q", bad, sid)
 		}
 	}
 }
