@@ -106,7 +106,7 @@ $(STATICCHECK):
 	mv bin/tools/staticcheck $@
 
 ## bench: the performance benchmarks, Docker then Kubernetes (the test cluster, started and stopped around it); writes test/results/bench/
-bench: docker image build
+bench: docker image build test-jupyter-deps
 	deploy/k8s/test.sh $(GO) run ./test/bench $(BENCH_FLAGS)
 
 ## bench-before: this tree against an older build, side by side (BEFORE=commit; writes test/results/bench-before/)

@@ -48,7 +48,7 @@ type model struct {
 func (k *kernel) model() model {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return model{ID: k.id, Name: k.name, LastActivity: k.last.UTC().Format(time.RFC3339Nano),
+	return model{ID: k.id, Name: k.name, LastActivity: k.last.UTC().Format(timeFormat),
 		ExecutionState: k.state, Connections: len(k.conns)}
 }
 

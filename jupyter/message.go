@@ -10,6 +10,10 @@ import (
 // protocolVersion is the kernel messaging protocol version spoken.
 const protocolVersion = "5.3"
 
+// timeFormat is how times are written: ISO 8601 in UTC with microseconds, which every
+// client parses (Python's strptime takes no more than six digits).
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
 // header is a message's header (and, as parent_header, the header of the message it
 // answers).
 type header struct {
@@ -39,7 +43,7 @@ func reply(parent *message, session, channel, msgType string, content any) *mess
 	}
 	m := &message{
 		Header: header{MsgID: kiln.NewID(), MsgType: msgType, Username: "kiln", Session: session,
-			Date: time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), Version: protocolVersion},
+			Date: time.Now().UTC().Format(timeFormat), Version: protocolVersion},
 		ParentHeader: json.RawMessage("{}"), Metadata: json.RawMessage("{}"), Content: body,
 		Channel: channel, Buffers: []any{},
 	}

@@ -33,6 +33,7 @@ func main() {
 		overSec = flag.Int("overload-seconds", 30, "length of the sustained-overload phases")
 		skip100 = flag.Bool("skip-100mb", false, "skip the 100 MB rows: the kiln with raised limits and the 100 MB floor")
 		onlyE   = flag.Bool("egress-only", false, "measure only the egress rows and the floor they are set against")
+		onlyJ   = flag.Bool("jupyter-only", false, "measure only the Jupyter rows: small cells through kiln's kernels and through Jupyter Server + ipykernel")
 		onlyF   = flag.Bool("floor-only", false, "measure only the floor (bare attach, pipes, bytes), with no kiln")
 		before  = flag.String("before", "", "an older kiln binary: measure it against this tree's kiln, side by side (with -before-image), then the floor")
 		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
@@ -70,6 +71,9 @@ func main() {
 		res.Meta.Target = "kiln with egress started by the benchmark (kilntest), upstreams on loopback; the floor"
 		b.floorPhase(ctx, res)
 		err = b.egressPhase(ctx, res)
+	case *onlyJ:
+		res.Meta.Target = "kiln's kernels and a Jupyter Server + ipykernel container, both started by the benchmark, loopback"
+		err = b.jupyterPhase(ctx, res)
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
 		b.floorPhase(ctx, res)
@@ -90,7 +94,7 @@ func main() {
 	if rerr := os.RemoveAll(tmp); rerr != nil {
 		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
-	res.Ratios = append(append(append(ratios(res), egressRatios(res)...), kubeRatios(res)...), replicaRatios(res)...)
+	res.Ratios = append(append(append(append(ratios(res), egressRatios(res)...), jupyterRatios(res)...), kubeRatios(res)...), replicaRatios(res)...)
 	res.Breakdown = append(breakdown(res), kubeBreakdown(res)...)
 	if err != nil {
 		log.Printf("bench: %v", err)
@@ -121,6 +125,7 @@ type counts struct {
 	files    int           // calls of each 20 MB file row
 	starts   int           // sandbox starts on each runtime, in the Kubernetes phase
 	egress   int           // downloads through the egress proxy, and by the host
+	kernel   int           // small cells through a Jupyter kernel, on kiln and on Jupyter Server
 	// liveCalls are the calls of the live print(1) row and of its floor; cells the
 	// rounds of small calls, for kiln and for the floor alike.
 	liveCalls, cells int
@@ -134,13 +139,13 @@ type counts struct {
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
 		bigState: 3, files: 5, floorExecs: 8, floorPings: 4, floorStates: 4, floorFiles: 4, bytesReps: 3, stream: 8,
-		liveCalls: 30, cells: 3, starts: 8, egress: 5}
+		liveCalls: 30, cells: 3, starts: 8, egress: 5, kernel: 50}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
 		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2,
-		liveCalls: 3, cells: 1, starts: 2, egress: 1}
+		liveCalls: 3, cells: 1, starts: 2, egress: 1, kernel: 6}
 }
 
 type bench struct {
@@ -220,6 +225,9 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 	b.dockerPhases(ctx, res)
 	if err := b.egressPhase(ctx, res); err != nil {
 		log.Printf("egress: %v", err)
+	}
+	if err := b.jupyterPhase(ctx, res); err != nil {
+		log.Printf("jupyter: %v", err)
 	}
 
 	log.Printf("kiln B: the memory of one upload, then pool exhaustion")
