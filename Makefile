@@ -91,7 +91,7 @@ test/ptc/node/node_modules/.installed: test/ptc/node/package.json test/ptc/node/
 
 ## test-unit: the tests that need no Docker
 test-unit:
-	$(GO) test -count=1 . ./protocol/... ./sandbox/... ./docker/... ./kube/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/... ./live/... ./replica/... ./programmatic/... ./egress/...
+	$(GO) test -count=1 . ./protocol/... ./sandbox/... ./docker/... ./kube/... ./pool/... ./executor/... ./session/... ./api/... ./metrics/... ./cmd/... ./store/... ./health/... ./mcp/... ./live/... ./replica/... ./programmatic/... ./egress/... ./jupyter/...
 
 ## lint: gofmt, go vet, staticcheck (pinned) and the REPL's mypy --strict; all must be clean
 lint: $(STATICCHECK)

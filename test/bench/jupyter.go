@@ -54,7 +54,7 @@ func (b *bench) jupyterPhase(ctx context.Context, res *Results) error {
 	jurl := fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := waitHTTP(ctx, jurl+"/api", time.Minute); err != nil {
 		logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
-		return fmt.Errorf("Jupyter Server: %w\n%s", err, logs)
+		return fmt.Errorf("the Jupyter Server container: %w\n%s", err, logs)
 	}
 
 	srv, _, err := b.start(ctx, nil, 2)
