@@ -182,8 +182,8 @@ def default_printoptions() -> dict[str, Any]:
     import numpy
 
     # numpy keeps its print options in a context variable: an empty context holds the defaults.
-    defaults: dict[str, Any] = contextvars.Context().run(numpy.get_printoptions)
-    return defaults
+    options: Any = contextvars.Context().run(numpy.get_printoptions)
+    return dict(options)
 
 
 def apply_printoptions(diff: dict[str, Any]) -> None:
@@ -200,14 +200,15 @@ def read_errstate() -> dict[str, str] | None:
 def default_errstate() -> dict[str, str]:
     import numpy
 
-    defaults: dict[str, str] = contextvars.Context().run(numpy.geterr)
-    return defaults
+    errstate: Any = contextvars.Context().run(numpy.geterr)
+    return {str(key): str(value) for key, value in errstate.items()}
 
 
 def apply_errstate(diff: dict[str, str]) -> None:
     import numpy
 
-    numpy.seterr(**diff)
+    seterr: Any = numpy.seterr  # numpy's stubs want literals; the keys and values are geterr's own
+    seterr(**diff)
 
 
 def read_sklearn() -> dict[str, Any] | None:
