@@ -33,10 +33,11 @@ type egressSocket struct {
 	ln  net.Listener
 }
 
-// socketBase is this instance's directory of sandbox sockets, under Config.SocketDir.
+// socketBase is this instance's directory of sandbox sockets, in Config.SocketDir; it
+// goes when the instance removes its orphans, leaving the directory as it found it.
 func (r *Runtime) socketBase() string {
 	sum := sha256.Sum256([]byte(r.instance))
-	return filepath.Join(r.socketDir, hex.EncodeToString(sum[:4]))
+	return filepath.Join(r.socketDir, "kiln-egress-"+hex.EncodeToString(sum[:4]))
 }
 
 // newSocket makes a sandbox's directory and listens in it. The instance's directory is

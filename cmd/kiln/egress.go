@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/kilnsh/kiln/egress"
@@ -32,7 +31,8 @@ type EgressConfig struct {
 	// SocketDir is where kiln makes the Unix sockets sandboxes on Docker reach its proxy
 	// through, a path the Docker daemon must see as kiln does; "off" carries every
 	// connection as net frames on the attach stream, as happens anyway when the daemon
-	// cannot mount it. Unset: a directory under the temporary one.
+	// cannot mount it. Unset: the temporary directory. Each instance keeps its sockets
+	// in a directory of its own there, kiln-egress-<hash of INSTANCE_ID>.
 	SocketDir string `envconfig:"EGRESS_SOCKET_DIR"`
 }
 
@@ -42,7 +42,7 @@ func (c EgressConfig) socketDir() string {
 	case "off":
 		return ""
 	case "":
-		return filepath.Join(os.TempDir(), "kiln-egress")
+		return os.TempDir()
 	}
 	return c.SocketDir
 }
