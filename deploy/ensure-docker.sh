@@ -8,29 +8,7 @@ log() { echo "ensure-docker: $*" >&2; }
 
 answers() { timeout 10 docker info >/dev/null 2>&1; }
 
-# gVisor's arguments, as this script registers them: no network, and connections to the
-# Unix sockets mounted into a sandbox (kiln's egress socket, the only one it mounts:
-# docs/security.md). An earlier registration of this script's is brought up to date.
-runsc_args='["--network=none", "--host-uds=open"]'
-runsc_old='"runtimeArgs": ["--network=none"]}'
-conf=/etc/docker/daemon.json
-outdated() { [ -w "$conf" ] && grep -qF "$runsc_old" "$conf"; }
-update() {
-  local text
-  text=$(cat "$conf")
-  printf '%s\n' "${text//"$runsc_old"/"\"runtimeArgs\": $runsc_args}"}" >"$conf"
-}
-
 if command -v docker >/dev/null 2>&1 && answers; then
-  if outdated; then
-    update
-    pid=$(cat /var/run/docker.pid 2>/dev/null || true)
-    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
-      log "runsc now gets --host-uds=open: reloading dockerd's configuration"
-      kill -HUP "$pid"
-      sleep 1
-    fi
-  fi
   exit 0
 fi
 
@@ -47,8 +25,9 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v runsc >/dev/null 2>&1; t
   apt-get install -y -q docker.io runsc >/dev/null
 fi
 
-# Register gVisor (used when SANDBOX_RUNTIME=runsc).
-if outdated; then update; fi
+# Register gVisor (used when SANDBOX_RUNTIME=runsc). Sandboxes run without network,
+# which is what runsc supports here.
+conf=/etc/docker/daemon.json
 if command -v runsc >/dev/null 2>&1 && ! grep -q '"runsc"' "$conf" 2>/dev/null; then
   mkdir -p /etc/docker
   if [ -s "$conf" ]; then
@@ -57,7 +36,7 @@ if command -v runsc >/dev/null 2>&1 && ! grep -q '"runsc"' "$conf" 2>/dev/null; 
     cat >"$conf" <<JSON
 {
   "runtimes": {
-    "runsc": {"path": "$(command -v runsc)", "runtimeArgs": $runsc_args}
+    "runsc": {"path": "$(command -v runsc)", "runtimeArgs": ["--network=none"]}
   }
 }
 JSON

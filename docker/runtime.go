@@ -31,8 +31,7 @@ type Config struct {
 	// SocketDir, when set, is where each sandbox that may reach the egress proxy
 	// (Spec.Egress) gets a Unix socket of its own, mounted into it: a path the daemon sees
 	// as kiln does. Empty: the REPL's connections travel as net frames on the attach
-	// stream only. Under gVisor the socket is reached only with runsc's --host-uds=open;
-	// without, the REPL falls back to the frames.
+	// stream only, as they do under gVisor.
 	SocketDir string
 }
 
@@ -107,7 +106,9 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 	now := time.Now()
 	cfg, host := r.configs(spec, now)
 	var sock *egressSocket
-	if spec.Egress && r.socketDir != "" && !r.noSockets.Load() {
+	// Not under gVisor: its Unix sockets to the host (runsc --host-uds) broke a bash
+	// call's curl through the relay (runsc 2022-12); the frames serve it.
+	if spec.Egress && r.socketDir != "" && r.oci != "runsc" && !r.noSockets.Load() {
 		var err error
 		if sock, err = r.newSocket(); err != nil {
 			r.log.Warn("no egress socket for the sandbox: its connections go as net frames", "err", err)
