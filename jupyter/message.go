@@ -58,7 +58,6 @@ type executeRequest struct {
 	Code         string `json:"code"`
 	Silent       bool   `json:"silent"`
 	StoreHistory *bool  `json:"store_history"`
-	StopOnError  *bool  `json:"stop_on_error"`
 }
 
 type codeRequest struct {
