@@ -51,10 +51,18 @@ class EgressTest(ReplTestCase):
             self.assertOk(result)
             self.assertEqual(result["stdout"], "GET http://allowed.test/hello HTTP/1.1\n")
         # Code that ends the relay gets a new one on its next run.
-        result = repl.run("import os, signal, subprocess\n"
+        # The kill is waited out: a SIGKILL is delivered, not done, when os.kill returns, and the
+        # relay is dead once it is a zombie (the REPL, its parent, reaps it).
+        result = repl.run("import os, signal, subprocess, time\n"
                           "pids = subprocess.run(['pgrep', '-f', 'relay.py'], capture_output=True, text=True).stdout.split()\n"
-                          "for pid in pids:\n    os.kill(int(pid), signal.SIGKILL)\nprint(len(pids))")
-        self.assertEqual(result["stdout"], "1\n")
+                          "def alive(pid):\n"
+                          "    try:\n        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z'\n"
+                          "    except FileNotFoundError:\n        return False\n"
+                          "for pid in pids:\n    os.kill(int(pid), signal.SIGKILL)\n"
+                          "deadline = time.monotonic() + 10\n"
+                          "while any(alive(pid) for pid in pids) and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+                          "print(len(pids), any(alive(pid) for pid in pids))")
+        self.assertEqual(result["stdout"], "1 False\n")
         result = repl.run(FETCH)
         self.assertOk(result)
         self.assertEqual(result["stdout"], "GET http://allowed.test/hello HTTP/1.1\n")
