@@ -72,11 +72,13 @@ test/mcp/node/node_modules/.installed: test/mcp/node/package.json test/mcp/node/
 	cd test/mcp/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-## test-jupyter-deps: JupyterLab's client library and puppeteer-core (pinned in test/jupyter/node/package-lock.json), and Debian's classic Notebook server, for test/jupyter
+## test-jupyter-deps: JupyterLab's client library and puppeteer-core (pinned in test/jupyter/node/package-lock.json), and Debian's classic Notebook server, nbclient and jupyter_server (its gateway kernel manager), for test/jupyter
 test-jupyter-deps: test/jupyter/node/node_modules/.installed
 
 test/jupyter/node/node_modules/.installed: test/jupyter/node/package.json test/jupyter/node/package-lock.json
 	deploy/ensure-package.sh jupyter-notebook
+	deploy/ensure-package.sh jupyter-execute python3-nbclient
+	deploy/ensure-package.sh python3:jupyter_server python3-jupyter-server
 	cd test/jupyter/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 

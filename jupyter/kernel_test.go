@@ -57,7 +57,24 @@ func TestReplyShape(t *testing.T) {
 	_ = json.Unmarshal(b, &back)
 	ph := back["parent_header"].(map[string]any)
 	h := back["header"].(map[string]any)
-	if ph["msg_id"] != "m1" || h["version"] != "5.3" || h["msg_type"] != "status" || back["channel"] != "iopub" {
+	if ph["msg_id"] != "m1" || h["version"] != "5.3" || h["msg_type"] != "status" || back["channel"] != "iopub" ||
+		back["msg_type"] != "status" || back["msg_id"] != h["msg_id"] {
+		t.Errorf("reply: %s", b)
+	}
+}
+
+// jupyter_server's gateway client writes the header's date as seconds, a number: the
+// request is read, and its header goes back as the reply's parent as it came.
+func TestGatewayClientDate(t *testing.T) {
+	in := `{"header": {"msg_id": "m2", "msg_type": "kernel_info_request", "username": "u", "session": "s2",
+		"date": 1795874400.25, "version": "5.3"}, "parent_header": {}, "metadata": {}, "content": {},
+		"msg_id": "m2", "msg_type": "kernel_info_request"}`
+	var m message
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatalf("a numeric date: %v", err)
+	}
+	b, _ := json.Marshal(reply(&m, "s2", "shell", "kernel_info_reply", map[string]string{}))
+	if !strings.Contains(string(b), `"parent_header":{"msg_id":"m2","msg_type":"kernel_info_request","username":"u","session":"s2","date":1795874400.25`) {
 		t.Errorf("reply: %s", b)
 	}
 }

@@ -21,13 +21,20 @@ type header struct {
 	MsgType  string `json:"msg_type"`
 	Username string `json:"username"`
 	Session  string `json:"session"`
-	Date     string `json:"date"`
-	Version  string `json:"version"`
+	// Date is kept as the client wrote it: clients send an ISO 8601 string, but jupyter_server's
+	// gateway client (which nbclient and papermill use through a gateway) sends a number of
+	// seconds, and a parent header goes back as it came.
+	Date    any    `json:"date"`
+	Version string `json:"version"`
 }
 
 // message is one kernel message as the WebSocket's JSON carries it.
 type message struct {
-	Header       header          `json:"header"`
+	Header header `json:"header"`
+	// MsgID and MsgType repeat the header's, as Jupyter Server's messages do (jupyter_client's
+	// messages carry them, and its gateway client reads them there).
+	MsgID        string          `json:"msg_id,omitempty"`
+	MsgType      string          `json:"msg_type,omitempty"`
 	ParentHeader json.RawMessage `json:"parent_header"`
 	Metadata     json.RawMessage `json:"metadata"`
 	Content      json.RawMessage `json:"content"`
@@ -47,6 +54,7 @@ func reply(parent *message, session, channel, msgType string, content any) *mess
 		ParentHeader: json.RawMessage("{}"), Metadata: json.RawMessage("{}"), Content: body,
 		Channel: channel, Buffers: []any{},
 	}
+	m.MsgID, m.MsgType = m.Header.MsgID, m.Header.MsgType
 	if parent != nil {
 		m.ParentHeader, _ = json.Marshal(parent.Header)
 	}
