@@ -78,6 +78,9 @@ type HarnessConfig struct {
 	// InstanceID and Replicas: see Config.
 	InstanceID string
 	Replicas   replica.Config
+	// AdminKeys and SeparateMonitoring: see Config.
+	AdminKeys          []string
+	SeparateMonitoring bool
 }
 
 // Harness is a Server over a real session.Service, on a disk store in a temporary
@@ -136,6 +139,7 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 		Limits: TestLimits, MaxBodyBytes: TestMaxBody, MaxUploadBytes: TestMaxUpload, MaxFiles: TestMaxFiles,
 		Observer: cfg.Observer, Metrics: cfg.Metrics, Stats: cfg.Stats, RateLimit: cfg.RateLimit,
 		Profiles: cfg.Profiles, InstanceID: cfg.InstanceID, Replicas: cfg.Replicas,
+		AdminKeys: NewKeys(cfg.AdminKeys), SeparateMonitoring: cfg.SeparateMonitoring,
 	})
 	t.Cleanup(func() {
 		h.mu.Lock()

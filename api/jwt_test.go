@@ -14,14 +14,19 @@ import (
 )
 
 // fakeTokens accepts tokens whose payload part names a known subject: "user-a" or
-// "user-b" of tenant acme, "user-c" of tenant other.
+// "user-b" of tenant acme, "user-c" of tenant other, and "admin-a" of acme with the ADMIN
+// role (the others have USER).
 type fakeTokens struct{}
 
 func (fakeTokens) Verify(token string) (auth.Principal, error) {
 	parts := strings.Split(token, ".")
-	tenants := map[string]string{"user-a": "acme", "user-b": "acme", "user-c": "other"}
+	tenants := map[string]string{"user-a": "acme", "user-b": "acme", "user-c": "other", "admin-a": "acme"}
 	if tenant, ok := tenants[parts[1]]; ok {
-		return auth.Principal{Tenant: tenant, Subject: parts[1]}, nil
+		p := auth.Principal{Tenant: tenant, Subject: parts[1], Role: "USER"}
+		if strings.HasPrefix(parts[1], "admin-") {
+			p.Role = "ADMIN"
+		}
+		return p, nil
 	}
 	return auth.Principal{}, &auth.Error{Reason: "expired", Err: errors.New("token expired 5 minutes ago")}
 }

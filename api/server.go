@@ -75,6 +75,12 @@ type Config struct {
 	// Replicas lets several kilns that share a store answer any request (forward.go);
 	// the zero value is a lone kiln.
 	Replicas replica.Config
+	// AdminKeys are the operators' keys: with any, only they (and tokens with the admin
+	// role) read /metrics, /stats and /health/detailed (requireOperator).
+	AdminKeys *Keys
+	// SeparateMonitoring leaves /metrics, /stats, /health/detailed and the dashboard off
+	// this handler: Monitoring serves them on an address of their own.
+	SeparateMonitoring bool
 }
 
 // Server is kiln's HTTP handler.
@@ -102,6 +108,8 @@ type Server struct {
 	profiles  []string
 	ptc       programmatic.Runs // programmatic runs under way
 	replicas  *replica.Forwarder
+	admins    *Keys
+	separate  bool // monitoring is served by Monitoring, not here
 }
 
 // New returns a Server with every route mounted at / and under /v1.
@@ -113,6 +121,10 @@ func New(cfg Config) *Server {
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
 		mcp: cfg.MCP, jupyter: cfg.Jupyter, instance: cfg.InstanceID, profiles: cfg.Profiles,
 		replicas: replica.NewForwarder(cfg.InstanceID, cfg.Replicas),
+		admins:   cfg.AdminKeys, separate: cfg.SeparateMonitoring,
+	}
+	if s.admins == nil {
+		s.admins = &Keys{}
 	}
 	if len(s.profiles) == 0 {
 		s.profiles = []string{ProfileDefault, ProfileStateful}
@@ -159,11 +171,16 @@ func (s *Server) mount(r chi.Router) {
 	r.Get("/health/live", s.live)
 	r.Get("/health/ready", s.ready)
 	r.Get("/openapi.json", s.openAPI)
-	s.mountDashboard(r)
+	if !s.separate {
+		s.mountDashboard(r)
+		r.Group(func(r chi.Router) {
+			r.Use(s.requireOperator)
+			r.Get("/health/detailed", s.detailed)
+			s.mountMonitoring(r)
+		})
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireKey)
-		r.Get("/health/detailed", s.detailed)
-		s.mountMonitoring(r)
 		// The execution and data routes count against the caller's rate limit.
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitRate)

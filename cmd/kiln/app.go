@@ -54,7 +54,10 @@ type Main struct {
 	jupyter   *jupyter.Handler
 	server    *http.Server
 	listener  net.Listener
-	served    chan error
+	// monitor serves METRICS_LISTEN_ADDR when it is set.
+	monitor         *http.Server
+	monitorListener net.Listener
+	served          chan error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -188,22 +191,41 @@ func (m *Main) Run(ctx context.Context) error {
 			Image: specs[0].Image, Images: poolImages(specs), Isolation: runtimeName(cfg), Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled() || tokens != nil,
 		},
-		Log:            m.log,
-		Limits:         limits,
-		MaxBodyBytes:   maxBodyBytes(limits),
-		MaxUploadBytes: cfg.MaxUploadMB << 20,
-		SpoolDir:       spoolDir(cfg.DataDir),
-		MaxFiles:       cfg.MaxFilesPerSession,
-		Observer:       met,
-		Metrics:        met.Handler(),
-		Stats:          met,
-		RateLimit:      api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
-		MCP:            m.mcp,
-		Jupyter:        m.jupyter,
-		Replicas:       m.replicas(),
+		Log:                m.log,
+		Limits:             limits,
+		MaxBodyBytes:       maxBodyBytes(limits),
+		MaxUploadBytes:     cfg.MaxUploadMB << 20,
+		SpoolDir:           spoolDir(cfg.DataDir),
+		MaxFiles:           cfg.MaxFilesPerSession,
+		Observer:           met,
+		Metrics:            met.Handler(),
+		Stats:              met,
+		RateLimit:          api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
+		MCP:                m.mcp,
+		Jupyter:            m.jupyter,
+		Replicas:           m.replicas(),
+		AdminKeys:          api.NewKeys(cfg.AdminKeys),
+		SeparateMonitoring: cfg.MetricsAddr != "",
 	})
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on METRICS_LISTEN_ADDR %s: %w", cfg.MetricsAddr, err)
+		}
+		m.monitorListener = mln
+		m.monitor = &http.Server{
+			Handler: handler.Monitoring(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		}
+		go func() { _ = m.monitor.Serve(mln) }()
+		m.log.Info("monitoring on its own address", "addr", mln.Addr().String(), "admin_keys", len(cfg.AdminKeys) > 0)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		if m.monitor != nil {
+			_ = m.monitor.Close()
+		}
 		return fmt.Errorf("listen on LISTEN_ADDR %s: %w", cfg.Addr, err)
 	}
 	m.listener = ln
@@ -257,6 +279,9 @@ func (m *Main) Close(ctx context.Context) error {
 			if err := m.server.Shutdown(sctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 				_ = m.server.Close()
+			}
+			if m.monitor != nil {
+				_ = m.monitor.Close() // it serves nothing that must finish
 			}
 			cancel()
 		}

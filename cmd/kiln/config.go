@@ -24,6 +24,13 @@ type Config struct {
 	Addr        string   `envconfig:"LISTEN_ADDR" default:":8080"`
 	APIKeys     []string `envconfig:"API_KEYS"`
 	APIKeysFile string   `envconfig:"API_KEYS_FILE"`
+	// AdminKeys are the operators' keys: with any, only they (and tokens with the ADMIN
+	// role) read /metrics, /stats and /health/detailed. They do not run code unless they
+	// are in API_KEYS too.
+	AdminKeys []string `envconfig:"ADMIN_KEYS"`
+	// MetricsAddr, when set, serves /metrics, /stats, /health/detailed and the dashboard
+	// there instead of on LISTEN_ADDR.
+	MetricsAddr string `envconfig:"METRICS_LISTEN_ADDR"`
 	// Signed user identities (LibreChat's per-user tokens): see jwt.go. LibreChat's code
 	// API server's names (CODEAPI_JWT_*) are read too.
 	JWTPublicKey     string `envconfig:"JWT_PUBLIC_KEY"`
@@ -289,6 +296,7 @@ func (c Config) Validate() error {
 	check(c.RefillDelayMS >= 0 && c.RefillDelayMS <= 60000, "POOL_REFILL_DELAY_MS must be between 0 and 60000, got %d", c.RefillDelayMS)
 	check(c.QueueTimeoutSeconds > 0 && c.QueueTimeoutSeconds <= 600, "QUEUE_TIMEOUT_SECONDS must be above 0 and at most 600, got %g", c.QueueTimeoutSeconds)
 	check(c.MaxQueue >= 0, "MAX_QUEUE must not be negative, got %d", c.MaxQueue)
+	check(c.MetricsAddr == "" || c.MetricsAddr != c.Addr, "METRICS_LISTEN_ADDR must differ from LISTEN_ADDR (%s)", c.Addr)
 	check(c.WarmupTimeoutSecs >= 1, "REPL_WARMUP_TIMEOUT_SECONDS must be at least 1, got %d", c.WarmupTimeoutSecs)
 	if _, err := parsePreload(c.PreloadModules); err != nil {
 		errs = append(errs, err)
