@@ -55,7 +55,8 @@ func TestParseToken(t *testing.T) {
 
 // The cancel of a programmatic request, whichever comes first: a cancel before its run
 // stops the run's start; one during the run cancels it; one after is answered
-// already_completed; another caller's cancel of any of them is refused.
+// already_completed; another caller's cancel of a run, under way or ended, is refused, and
+// its early cancel of an id stops only its own run.
 func TestCancelProgrammatic(t *testing.T) {
 	const keyA, keyB = "key-of-caller-a", "key-of-caller-b"
 	started := make(chan string, 1)
@@ -87,12 +88,13 @@ func TestCancelProgrammatic(t *testing.T) {
 	}
 	const start = `{"code":"t()","lang":"py","tools":[{"name":"t"}]}`
 
-	// Before the run.
+	// Before the run. Another caller's early cancel of the same id is its own: it stands
+	// in nobody's way.
+	if resp, out := cancel(keyB, "req-1"); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("another caller's early cancel: %d %v, want 202", resp.StatusCode, out)
+	}
 	if resp, out := cancel(keyA, "req-1"); resp.StatusCode != http.StatusAccepted || out["status"] != "cancellation_requested" || out["execution_id"] != nil {
 		t.Fatalf("early cancel: %d %v, want 202 cancellation_requested, no execution", resp.StatusCode, out)
-	}
-	if resp, out := cancel(keyB, "req-1"); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("another caller's cancel of a queued cancel: %d %v, want 403", resp.StatusCode, out)
 	}
 	if resp, out := postJSON(t, srv.URL+"/exec/programmatic", start, as(keyA, "req-1")); resp.StatusCode != http.StatusOK || out["status"] != "error" {
 		t.Fatalf("start after its cancel: %d %v, want 200 error", resp.StatusCode, out)
@@ -142,5 +144,17 @@ func TestCancelProgrammatic(t *testing.T) {
 	}
 	if resp, out := cancel(keyA, "not an id"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("cancel of a malformed id: %d %v, want 400", resp.StatusCode, out)
+	}
+
+	// Another caller's early cancel of an id changes nothing of the run that comes with it.
+	if resp, out := cancel(keyB, "req-3"); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("another caller's early cancel: %d %v, want 202", resp.StatusCode, out)
+	}
+	before := len(h.Requests())
+	if resp, out := postJSON(t, srv.URL+"/exec/programmatic", start, as(keyA, "req-3")); resp.StatusCode != http.StatusOK || out["status"] == "error" {
+		t.Errorf("a run another caller cancelled first: %d %v, want it run", resp.StatusCode, out)
+	}
+	if n := len(h.Requests()); n != before+1 {
+		t.Errorf("a run another caller cancelled first: %d executions, want 1", n-before)
 	}
 }

@@ -22,9 +22,15 @@ const (
 // ledger remembers, for a while, the request ids of runs that ended and of cancels that
 // came before their run, each with its principal. The caller holds Runs.mu.
 type ledger struct {
-	done      map[string]ledgerEntry
+	done map[string]ledgerEntry
+	// cancelled is keyed by principal and request id (cancelKey): a cancel one caller
+	// records for an id stops only that caller's run, and never stands in another's way.
 	cancelled map[string]ledgerEntry
 }
+
+// cancelKey is an early cancel's key in the ledger: principal's, of requestID (which
+// cannot hold the separator).
+func cancelKey(principal, requestID string) string { return principal + "\x00" + requestID }
 
 type ledgerEntry struct {
 	principal string
@@ -34,7 +40,7 @@ type ledgerEntry struct {
 // remember adds an entry, first dropping those too old and, when recentMax are kept,
 // as many others as it takes to make room (which ones, Go's map order decides). The
 // caller holds mu.
-func (p *Runs) remember(m map[string]ledgerEntry, requestID, principal string) map[string]ledgerEntry {
+func (p *Runs) remember(m map[string]ledgerEntry, key, principal string) map[string]ledgerEntry {
 	now := p.clock()
 	if m == nil {
 		m = map[string]ledgerEntry{}
@@ -44,7 +50,7 @@ func (p *Runs) remember(m map[string]ledgerEntry, requestID, principal string) m
 			delete(m, id)
 		}
 	}
-	m[requestID] = ledgerEntry{principal: principal, at: now}
+	m[key] = ledgerEntry{principal: principal, at: now}
 	return m
 }
 
@@ -53,11 +59,12 @@ func (p *Runs) remember(m map[string]ledgerEntry, requestID, principal string) m
 func (p *Runs) CancelledFirst(requestID, principal string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e, ok := p.recent.cancelled[requestID]
-	if !ok || e.principal != principal || p.clock().Sub(e.at) > recentFor {
+	key := cancelKey(principal, requestID)
+	e, ok := p.recent.cancelled[key]
+	if !ok || p.clock().Sub(e.at) > recentFor {
 		return false
 	}
-	delete(p.recent.cancelled, requestID)
+	delete(p.recent.cancelled, key)
 	return true
 }
 
@@ -71,24 +78,23 @@ const (
 	CancelQueued Cancel = iota
 	// CancelEnded: the run the id named ended before.
 	CancelEnded
-	// CancelForeign: another principal's run, or cancel, holds the id.
+	// CancelForeign: the id is another principal's run's, ended.
 	CancelForeign
 )
 
 // RecordCancel answers principal's cancel of requestID, which no run under way holds
 // (ByRequest found none), from the ledger; a cancel of an id it does not know is
-// recorded, for the run that may still come with it.
+// recorded, for principal's run that may still come with it. Another principal's
+// early cancel of the same id changes nothing of it.
 func (p *Runs) RecordCancel(requestID, principal string) Cancel {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	done, ended := p.recent.done[requestID]
-	early, queued := p.recent.cancelled[requestID]
-	switch {
-	case ended && done.principal != principal, queued && early.principal != principal:
-		return CancelForeign
-	case ended:
+	if done, ended := p.recent.done[requestID]; ended {
+		if done.principal != principal {
+			return CancelForeign
+		}
 		return CancelEnded
 	}
-	p.recent.cancelled = p.remember(p.recent.cancelled, requestID, principal)
+	p.recent.cancelled = p.remember(p.recent.cancelled, cancelKey(principal, requestID), principal)
 	return CancelQueued
 }

@@ -69,14 +69,19 @@ func TestCancelBeforeTheRun(t *testing.T) {
 	if got := p.RecordCancel("req", "alice"); got != CancelQueued {
 		t.Fatalf("RecordCancel of an unknown id = %v, want CancelQueued", got)
 	}
-	if got := p.RecordCancel("req", "bob"); got != CancelForeign {
-		t.Errorf("bob's cancel of alice's queued id = %v, want CancelForeign", got)
+	// bob's cancel of the same id is his own: it neither stands in alice's way nor
+	// stops her run.
+	if got := p.RecordCancel("req", "bob"); got != CancelQueued {
+		t.Errorf("bob's cancel of the id alice's cancel holds = %v, want CancelQueued", got)
 	}
 	if got := p.RecordCancel("req", "alice"); got != CancelQueued {
 		t.Errorf("alice's cancel again = %v, want CancelQueued", got)
 	}
-	if p.CancelledFirst("req", "bob") {
-		t.Error("bob's run is stopped by alice's cancel")
+	if !p.CancelledFirst("req", "bob") || p.CancelledFirst("req", "bob") {
+		t.Error("bob's run is not stopped, once, by his own cancel")
+	}
+	if p.CancelledFirst("req", "carol") {
+		t.Error("carol's run is stopped by alice's or bob's cancel")
 	}
 	if !p.CancelledFirst("req", "alice") {
 		t.Fatal("alice's run is not stopped by her cancel")
