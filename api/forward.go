@@ -22,11 +22,20 @@ import (
 // routes them, and what is logged and counted on the way.
 
 // verifyPeer accepts a request forwarded by another replica, which is then served here
-// whatever the directory says, and refuses one whose signature does not hold. Requests
-// without the header pass as they are.
+// whatever the directory says, and refuses one whose signature does not hold (it covers
+// the body, which is read here for it) or that came before. Requests without the header
+// pass as they are.
 func (s *Server) verifyPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		from, err := s.replicas.Verify(r)
+		var body []byte
+		if r.Header.Get(replica.PeerHeader) != "" {
+			var err error
+			if body, err = s.bufferBody(r); err != nil {
+				writeError(w, r, err)
+				return
+			}
+		}
+		from, err := s.replicas.Verify(r, body)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -114,7 +123,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, o replica.Owned
 	}
 	logger(r).Debug("forwarding to the owner", "owner", owner, "url", target)
 	info(r).forwardedTo = owner
-	err = s.replicas.Forward(w, r, u, body)
+	err = s.replicas.Forward(w, r, owner, u, body)
 	switch {
 	case err == nil:
 	case errors.Is(err, replica.ErrOwnerGone):

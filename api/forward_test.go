@@ -179,13 +179,17 @@ func TestPeerSignature(t *testing.T) {
 	rs.dir.SetOwner(replica.Session.Key(sid), "ghost")
 	call := `{"code":"x","lang":"py","session_id":"` + sid + `"}`
 
-	sign := func(secret []byte) http.Header {
+	sign := func(secret []byte, body string) http.Header {
 		req := httptest.NewRequest(http.MethodPost, "/exec", nil)
-		replica.NewForwarder("b", replica.Config{Secret: secret}).Sign(req)
-		return http.Header{replica.PeerHeader: req.Header[replica.PeerHeader],
-			replica.TimeHeader: req.Header[replica.TimeHeader], replica.SignatureHeader: req.Header[replica.SignatureHeader]}
+		replica.NewForwarder("b", replica.Config{Secret: secret}).Sign(req, "a", []byte(body))
+		h := http.Header{}
+		for _, name := range []string{replica.PeerHeader, replica.TimeHeader, replica.NonceHeader, replica.SignatureHeader, replica.Signature2Header} {
+			h[name] = req.Header[name]
+		}
+		return h
 	}
-	resp, out := postJSON(t, srvA.URL+"/exec", call, sign(testSecret))
+	signed := sign(testSecret, call)
+	resp, out := postJSON(t, srvA.URL+"/exec", call, signed)
 	if resp.StatusCode != http.StatusOK || a.runs() != 2 || ghostCalls.Load() != 0 {
 		t.Fatalf("signed forward: %d %v, a ran %d, the owner had %d calls; want it served on a",
 			resp.StatusCode, out, a.runs(), ghostCalls.Load())
@@ -196,9 +200,14 @@ func TestPeerSignature(t *testing.T) {
 	if resp, _ := postJSON(t, srvA.URL+"/exec", call, nil); resp.StatusCode != http.StatusTeapot || ghostCalls.Load() != 1 {
 		t.Fatalf("unsigned call of the session: %d, the owner had %d calls; want it forwarded there", resp.StatusCode, ghostCalls.Load())
 	}
+	withKey := sign(testSecret, call)
+	withKey.Set("X-Api-Key", "a caller's key the forward did not carry")
 	for name, h := range map[string]http.Header{
-		"another secret": sign([]byte("another secret, as long as the right one")),
-		"no signature":   {replica.PeerHeader: {"b"}, replica.TimeHeader: {strconv.FormatInt(time.Now().Unix(), 10)}},
+		"another secret": sign([]byte("another secret, as long as the right one"), call),
+		"another body":   sign(testSecret, `{"code":"import os; os.remove('/etc/passwd')","lang":"py","session_id":"`+sid+`"}`),
+		"another caller": withKey,
+		"replayed":       signed,
+		"no signature":   {replica.PeerHeader: {"b"}, replica.TimeHeader: {strconv.FormatInt(time.Now().Unix(), 10)}, replica.Signature2Header: {"00"}},
 	} {
 		resp, out := postJSON(t, srvA.URL+"/exec", call, h)
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(out["message"].(string), `"b"`) {
@@ -207,6 +216,13 @@ func TestPeerSignature(t *testing.T) {
 	}
 	if a.runs() != 2 || ghostCalls.Load() != 1 {
 		t.Errorf("a refused forward ran: a ran %d, the owner had %d calls", a.runs(), ghostCalls.Load())
+	}
+	// A replica of the version before signs with version 1 alone: its forward is served as
+	// a call straight from its caller, so it goes where the session lives.
+	v1 := sign(testSecret, call)
+	delete(v1, replica.Signature2Header)
+	if resp, _ := postJSON(t, srvA.URL+"/exec", call, v1); resp.StatusCode != http.StatusTeapot || ghostCalls.Load() != 2 || a.runs() != 2 {
+		t.Errorf("a version 1 forward: %d, the owner had %d calls, a ran %d; want it routed as a caller's", resp.StatusCode, ghostCalls.Load(), a.runs())
 	}
 }
 

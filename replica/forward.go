@@ -53,6 +53,7 @@ type Forwarder struct {
 	instance  string
 	cfg       Config
 	transport http.RoundTripper
+	nonces    nonces // of the forwards accepted (Verify)
 }
 
 // NewForwarder returns the Forwarder of the replica instance.
@@ -125,20 +126,20 @@ func (f *Forwarder) TakeOver(ctx context.Context, o Owned, gone string) error {
 // since its last announcement, and owns nothing any more.
 var ErrOwnerGone = errors.New("owner gone")
 
-// Forward hands r to the replica at target, signed, with body as its body, and relays
+// Forward hands r to the replica owner at target, signed, with body as its body, and relays
 // the answer; streams (SSE, MCP) pass each event on at once. It returns nil once an
 // answer came. Otherwise nothing has been written to w and it returns why: ErrOwnerGone
 // (wrapped) when the owner takes no connections (the dial failed, or a kept-alive
 // connection broke and a new one is refused), so that the caller serves r itself;
 // another error when the owner failed while answering, or r's client went away.
-func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, target *url.URL, body []byte) error {
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, owner string, target *url.URL, body []byte) error {
 	var failed error
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
-			f.Sign(pr.Out)
+			f.Sign(pr.Out, owner, body)
 		},
 		Transport:     f.transport,
 		FlushInterval: -1,

@@ -188,7 +188,7 @@ func front(t *testing.T, f *replica.Forwarder, target string) (url string, errs 
 	ch := make(chan error, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		err := f.Forward(w, r, u, body)
+		err := f.Forward(w, r, "b", u, body)
 		if err != nil {
 			w.WriteHeader(599) // what the caller writes: nothing was written before
 		}
@@ -212,8 +212,8 @@ func mustParse(t *testing.T, s string) *url.URL {
 func TestForward(t *testing.T) {
 	owner := replica.NewForwarder("b", replica.Config{Secret: testSecret})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		from, err := owner.Verify(r)
 		body, _ := io.ReadAll(r.Body)
+		from, err := owner.Verify(r, body)
 		w.Header().Set("X-From", from)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
