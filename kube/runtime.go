@@ -49,6 +49,10 @@ type Config struct {
 	// NetworkPolicy, when set, names the NetworkPolicy that closes the sandboxes' network:
 	// Open checks it is there, and creates it when it is missing and kiln may.
 	NetworkPolicy string
+	// RequireRestricted makes Open refuse a namespace that admits a Pod the restricted Pod
+	// Security Standard refuses (checkRestricted): kiln may create Pods there, and whoever
+	// took it over could otherwise start a privileged one.
+	RequireRestricted bool
 	// PullPolicy is the image's (IfNotPresent unless set; Never for images imported
 	// into the nodes by hand).
 	PullPolicy corev1.PullPolicy
@@ -132,7 +136,41 @@ func Open(ctx context.Context, o sandbox.Options, cfg Config) (*Runtime, error) 
 			o.Log.Info("created the NetworkPolicy that closes the sandboxes' network", "name", cfg.NetworkPolicy, "namespace", ns)
 		}
 	}
+	if cfg.RequireRestricted {
+		if err := r.checkRestricted(ctx); err != nil {
+			return nil, errors.Join(err, r.Close())
+		}
+	}
 	return r, nil
+}
+
+// checkRestricted asks the API server to create, in a dry run that keeps nothing, a Pod
+// that breaks the restricted Pod Security Standard (a container with no security context
+// at all): a namespace that admits it is refused. It needs no right beyond creating Pods,
+// and holds whatever enforces the standard: the namespace's label, the cluster's default,
+// or a policy engine. A refusal for another reason (a quota, say) is logged and let pass.
+func (c *Runtime) checkRestricted(ctx context.Context) error {
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "kiln-pod-security-probe-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "probe", Image: "kiln-pod-security-probe"}},
+		},
+	}
+	_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return fmt.Errorf("namespace %s admits Pods that break the restricted Pod Security Standard (a dry run of one was accepted): "+
+			"label it pod-security.kubernetes.io/enforce=restricted (as deploy/k8s/manifests/namespace.yaml and the Helm chart do), "+
+			"or set KUBE_REQUIRE_RESTRICTED=false", c.ns)
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "PodSecurity"):
+		return nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		c.log.Warn("the namespace refused the Pod Security probe for another reason than Pod Security: kiln cannot tell whether it enforces the restricted standard",
+			"namespace", c.ns, "err", err)
+		return nil
+	}
+	return fmt.Errorf("checking the Pod Security of namespace %s (a dry-run Pod): %w", c.ns, err)
 }
 
 // ownerOf reads the Pod named name in ns and returns a reference to it as the owner of

@@ -56,6 +56,9 @@ type Config struct {
 	KubeImagePullPolicy string `envconfig:"KUBE_IMAGE_PULL_POLICY" default:"IfNotPresent"`
 	KubeRuntimeClass    string `envconfig:"KUBE_RUNTIME_CLASS"`
 	KubeNetworkPolicy   string `envconfig:"KUBE_NETWORK_POLICY" default:"kiln-sandboxes-deny-all"`
+	// KubeRequireRestricted refuses to start in a namespace that would admit a Pod the
+	// restricted Pod Security Standard refuses.
+	KubeRequireRestricted bool `envconfig:"KUBE_REQUIRE_RESTRICTED" default:"true"`
 	// KubeNodeSelector places the sandbox Pods: "pool=sandboxes,zone=a".
 	KubeNodeSelector string `envconfig:"KUBE_NODE_SELECTOR"`
 	KubeEphemeralMB  int64  `envconfig:"KUBE_SANDBOX_EPHEMERAL_MB" default:"64"`

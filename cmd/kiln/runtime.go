@@ -36,14 +36,15 @@ var runtimes = map[string]opener{
 	RuntimeKubernetes: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
 		selector, _ := parseSelector(c.KubeNodeSelector) // checked by Validate
 		return opened(kube.Open(ctx, o, kube.Config{
-			Namespace:       c.KubeNamespace,
-			OwnerPod:        c.KubeOwnerPod,
-			NetworkPolicy:   c.KubeNetworkPolicy,
-			PullPolicy:      corev1.PullPolicy(c.KubeImagePullPolicy),
-			RuntimeClass:    c.KubeRuntimeClass,
-			MilliCPURequest: int64(c.KubeCPURequest * 1000),
-			EphemeralMB:     c.KubeEphemeralMB,
-			NodeSelector:    selector,
+			Namespace:         c.KubeNamespace,
+			OwnerPod:          c.KubeOwnerPod,
+			NetworkPolicy:     c.KubeNetworkPolicy,
+			RequireRestricted: c.KubeRequireRestricted,
+			PullPolicy:        corev1.PullPolicy(c.KubeImagePullPolicy),
+			RuntimeClass:      c.KubeRuntimeClass,
+			MilliCPURequest:   int64(c.KubeCPURequest * 1000),
+			EphemeralMB:       c.KubeEphemeralMB,
+			NodeSelector:      selector,
 		}))
 	},
 }

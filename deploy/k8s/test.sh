@@ -22,4 +22,8 @@ trap down EXIT
 eval "$("$cluster" env)"
 "$KILN_K8S_KUBECTL" get namespace kiln-test >/dev/null 2>&1 ||
   "$KILN_K8S_KUBECTL" create namespace kiln-test >/dev/null
+# As in production: the namespace admits only Pods that pass the restricted Pod Security
+# Standard, which kiln checks at start (KUBE_REQUIRE_RESTRICTED).
+"$KILN_K8S_KUBECTL" label namespace kiln-test --overwrite >/dev/null \
+  pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest
 KILN_TEST_RUNTIME=kubernetes "$@"

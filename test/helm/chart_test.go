@@ -107,13 +107,26 @@ func TestChartLints(t *testing.T) {
 // only replicas need.
 func TestChartDefaults(t *testing.T) {
 	objs := render(t)
-	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "NetworkPolicy", "ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget"} {
+	for _, kind := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy", "ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget"} {
 		if objs[kind] == nil {
 			t.Errorf("no %s rendered", kind)
 		}
 	}
 	if objs["HorizontalPodAutoscaler"] != nil {
 		t.Error("an autoscaler rendered with autoscaling off")
+	}
+	// The namespace the Role may create Pods in admits only restricted ones, kiln checks
+	// that, and the namespace outlives the release.
+	ns := objs["Namespace"]
+	if ns.get("metadata", "name") != "code" || ns.get("metadata", "labels", "pod-security.kubernetes.io/enforce") != "restricted" ||
+		ns.get("metadata", "annotations", "helm.sh/resource-policy") != "keep" {
+		t.Errorf("the Namespace: %v, want code, labelled to enforce restricted, kept", ns["metadata"])
+	}
+	if got := objs["ConfigMap"].get("data", "KUBE_REQUIRE_RESTRICTED"); got != "true" {
+		t.Errorf("KUBE_REQUIRE_RESTRICTED %v, want true", got)
+	}
+	if objs := render(t, "namespace.create=false"); objs["Namespace"] != nil {
+		t.Error("a Namespace rendered with namespace.create=false")
 	}
 	d := objs["Deployment"]
 	if got := d.get("spec", "strategy", "type"); got != "Recreate" {

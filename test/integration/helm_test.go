@@ -9,7 +9,8 @@ import (
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
-// The Helm chart, installed into the test cluster: the API server takes every object, and
+// The Helm chart, installed into the test cluster: the API server takes every object (the
+// namespace Helm created is the chart's, labelled to enforce the restricted standard), and
 // kiln, holding nothing but the rights of the chart's ServiceAccount and behind the
 // chart's NetworkPolicy, serves a session in the release's namespace. The Deployment is
 // installed with no replica: its image is not on the node, and the cluster has no Pod
@@ -30,7 +31,7 @@ func TestHelmChartInstalls(t *testing.T) {
 	}
 	kubectl := func(args ...string) string { t.Helper(); return mustKubectl(t, args...) }
 	chart := filepath.Join(kilntest.Root(), "deploy", "helm", "kiln")
-	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "60s",
+	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--take-ownership", "--wait", "--timeout", "60s",
 		"--set", "replicaCount=0", "--set", "auth.apiKeys={helm-test-key}", "--set", "sandbox.pools=python:1")
 	t.Cleanup(func() {
 		if out, err := kilntest.RunHelm(t, "uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s"); err != nil {
@@ -40,6 +41,10 @@ func TestHelmChartInstalls(t *testing.T) {
 	})
 	if got := kubectl("get", "deployment", "kiln", "--namespace", ns, "--output", "jsonpath={.spec.template.spec.serviceAccountName}"); got != "kiln" {
 		t.Errorf("the Deployment runs as %q", got)
+	}
+	// The chart labelled its namespace, which kiln checks at start (below, it starts).
+	if got := kubectl("get", "namespace", ns, "--output", `jsonpath={.metadata.labels.pod-security\.kubernetes\.io/enforce}`); got != "restricted" {
+		t.Errorf("the chart's namespace enforces %q, want restricted", got)
 	}
 	kubectl("get", "networkpolicy", "kiln-sandboxes-deny-all", "--namespace", ns)
 	kubectl("get", "poddisruptionbudget", "kiln", "--namespace", ns)
