@@ -13,7 +13,8 @@ import (
 const (
 	EndIdle     = "idle"     // no call for Config.Idle
 	EndLifetime = "lifetime" // older than Config.Lifetime
-	EndCapacity = "capacity" // the least recently used, to make room under Config.Max
+	EndCapacity = "capacity" // to make room under Config.Max (Put says whose goes)
+	EndQuota    = "quota"    // its owner's least recently used, past Config.PerOwner
 	EndDied     = "died"     // its sandbox died, or its run left it unusable (a kill, out of memory)
 	EndDiscard  = "discard"  // its session let it go: a rollback, a deleted session
 	EndStale    = "stale"    // its session's stored state changed elsewhere (another instance)
@@ -22,7 +23,10 @@ const (
 
 // Config bounds the live sandboxes.
 type Config struct {
-	Max      int           // live sandboxes at once, at most
+	Max int // live sandboxes at once, at most
+	// PerOwner bounds the live sandboxes of one owner (QUOTA_LIVE_SESSIONS); 0 is no
+	// bound but Max.
+	PerOwner int
 	Idle     time.Duration // a sandbox with no call for this long ends
 	Lifetime time.Duration // a sandbox this old ends, whatever its use
 }
@@ -30,6 +34,9 @@ type Config struct {
 // Binding is one session's live sandbox, with what the session layer knows of it.
 type Binding struct {
 	Session string
+	// Owner is whose share the sandbox counts against: the caller's principal (a user
+	// under signed tokens, else a key).
+	Owner   string
 	Sandbox sandbox.Sandbox
 	// Files are the session's files the sandbox holds in /mnt/data: path -> file id.
 	Files map[string]string
@@ -105,8 +112,11 @@ func (r *Registry) Take(session string) *Binding {
 }
 
 // Put makes b its session's live sandbox for the next call: one lent by Take, or a new
-// one. When that goes over the cap, the least recently used idle one ends; when none is
-// idle, b does. After Close, b ends.
+// one. Past its owner's quota (PerOwner), the owner's own least recently used idle one
+// ends. Past the cap (Max), one ends of an owner holding more than its fair share (the
+// cap divided among the owners that hold some), the heaviest first, least recently used
+// within: never one of an owner within its share. When there is none to end, b does.
+// After Close, b ends.
 func (r *Registry) Put(b *Binding) {
 	now := r.now()
 	b.LastUsed = now
@@ -116,7 +126,7 @@ func (r *Registry) Put(b *Binding) {
 	r.mu.Lock()
 	delete(r.busy, b.Session)
 	var replaced *Binding
-	var evicted []*Binding
+	var evicted []eviction
 	reason := EndShutdown
 	if !r.closed {
 		reason = r.expiredLocked(b, now)
@@ -126,15 +136,7 @@ func (r *Registry) Put(b *Binding) {
 			delete(r.idle, b.Session) // never two for one session: the older one goes
 			replaced = old
 		}
-		for len(r.idle)+len(r.busy) >= max(r.cfg.Max, 1) {
-			lru := r.leastRecentLocked()
-			if lru == nil {
-				reason = EndCapacity // every other one is busy: no room for b
-				break
-			}
-			delete(r.idle, lru.Session)
-			evicted = append(evicted, lru)
-		}
+		reason, evicted = r.makeRoomLocked(b)
 	}
 	if reason == "" {
 		r.idle[b.Session] = b
@@ -143,12 +145,90 @@ func (r *Registry) Put(b *Binding) {
 	if replaced != nil {
 		r.end(replaced, EndDiscard)
 	}
-	for _, lru := range evicted {
-		r.end(lru, EndCapacity)
+	for _, e := range evicted {
+		r.end(e.b, e.reason)
 	}
 	if reason != "" {
 		r.end(b, reason)
 	}
+}
+
+// ownedLocked counts the live sandboxes, idle and busy, by owner.
+func (r *Registry) ownedLocked() map[string]int {
+	counts := map[string]int{}
+	for _, set := range []map[string]*Binding{r.idle, r.busy} {
+		for _, o := range set {
+			counts[o.Owner]++
+		}
+	}
+	return counts
+}
+
+// eviction is a sandbox Put ends to make room, and why.
+type eviction struct {
+	b      *Binding
+	reason string
+}
+
+// makeRoomLocked takes out of idle what must end for b to stay (Put), or says why b
+// cannot: EndQuota when its owner's other ones are all busy, EndCapacity when no owner
+// holds more than its share idle.
+func (r *Registry) makeRoomLocked(b *Binding) (string, []eviction) {
+	counts := r.ownedLocked()
+	var evicted []eviction
+	take := func(v *Binding, reason string) {
+		delete(r.idle, v.Session)
+		counts[v.Owner]--
+		evicted = append(evicted, eviction{v, reason})
+	}
+	if r.cfg.PerOwner > 0 {
+		for counts[b.Owner] >= r.cfg.PerOwner {
+			v := r.leastRecentLocked(func(o *Binding) bool { return o.Owner == b.Owner })
+			if v == nil {
+				return EndQuota, evicted
+			}
+			take(v, EndQuota)
+		}
+	}
+	for len(r.idle)+len(r.busy) >= max(r.cfg.Max, 1) {
+		v := r.overShareLocked(b.Owner, counts)
+		if v == nil {
+			return EndCapacity, evicted // every one of those over their share is busy
+		}
+		take(v, EndCapacity)
+	}
+	return "", evicted
+}
+
+// overShareLocked is the idle sandbox to end for room: of the owner holding the most
+// (counting the sandbox of newOwner's that needs the room), if that is more than its
+// fair share of Max; the least recently used of that owner's. nil when every owner is
+// within its share, or has none idle.
+func (r *Registry) overShareLocked(newOwner string, counts map[string]int) *Binding {
+	held := func(owner string) int {
+		if owner == newOwner {
+			return counts[owner] + 1
+		}
+		return counts[owner]
+	}
+	owners := map[string]bool{newOwner: true}
+	for o, n := range counts {
+		if n > 0 {
+			owners[o] = true
+		}
+	}
+	share := max(max(r.cfg.Max, 1)/len(owners), 1)
+	var victim *Binding
+	for _, v := range r.idle {
+		n := held(v.Owner)
+		if n <= share {
+			continue
+		}
+		if victim == nil || n > held(victim.Owner) || (n == held(victim.Owner) && v.LastUsed.Before(victim.LastUsed)) {
+			victim = v
+		}
+	}
+	return victim
 }
 
 // End ends a sandbox lent by Take (or never put) that cannot serve again.
@@ -161,12 +241,18 @@ func (r *Registry) End(b *Binding, reason string) {
 	r.end(b, reason)
 }
 
-// EvictOldest ends the least recently used idle live sandbox, to make room for new work
-// where the room is not kiln's to see (a cluster with no place for the pool's next
-// sandbox). It reports whether there was one to end.
+// EvictOldest ends an idle live sandbox, to make room for new work where the room is not
+// kiln's to see (a cluster with no place for the pool's next sandbox): of the owner that
+// holds the most, its least recently used. It reports whether there was one to end.
 func (r *Registry) EvictOldest() bool {
 	r.mu.Lock()
-	lru := r.leastRecentLocked()
+	counts := r.ownedLocked()
+	var lru *Binding
+	for _, v := range r.idle {
+		if lru == nil || counts[v.Owner] > counts[lru.Owner] || (counts[v.Owner] == counts[lru.Owner] && v.LastUsed.Before(lru.LastUsed)) {
+			lru = v
+		}
+	}
 	if lru != nil {
 		delete(r.idle, lru.Session)
 	}
@@ -292,9 +378,14 @@ func (r *Registry) expiredLocked(b *Binding, now time.Time) string {
 	return ""
 }
 
-func (r *Registry) leastRecentLocked() *Binding {
+// leastRecentLocked is the least recently used idle sandbox of those keep takes (all
+// when nil).
+func (r *Registry) leastRecentLocked(keep func(*Binding) bool) *Binding {
 	var lru *Binding
 	for _, b := range r.idle {
+		if keep != nil && !keep(b) {
+			continue
+		}
 		if lru == nil || b.LastUsed.Before(lru.LastUsed) {
 			lru = b
 		}

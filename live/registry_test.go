@@ -50,6 +50,12 @@ func (e *env) releasedIDs() []string {
 // put starts a sandbox and makes it the session's live one.
 func (e *env) put(t *testing.T, session string) *Binding {
 	t.Helper()
+	return e.putAs(t, "", session)
+}
+
+// putAs is put for a session of owner's.
+func (e *env) putAs(t *testing.T, owner, session string) *Binding {
+	t.Helper()
 	sb, err := e.rt.Start(t.Context(), sandbox.Spec{Image: "kiln-fake"})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -57,7 +63,7 @@ func (e *env) put(t *testing.T, session string) *Binding {
 	e.mu.Lock()
 	e.name[sb.ID()] = "sb-" + session
 	e.mu.Unlock()
-	b := &Binding{Session: session, Sandbox: sb}
+	b := &Binding{Session: session, Sandbox: sb, Owner: owner}
 	e.r.Put(b)
 	return b
 }
@@ -155,6 +161,57 @@ func TestCapacityEndsTheLeastRecentlyUsed(t *testing.T) {
 	e.r.Put(y)
 	if st := e.r.Stats(); st.Idle != 2 || st.Counts.Ended[EndCapacity] != 2 {
 		t.Errorf("got %+v, want 2 idle and 2 ended for capacity", st)
+	}
+}
+
+// One owner opening session after session under the cap ends its own, never another
+// owner's within its share (the cap divided among those holding some); an owner past its
+// quota ends its own least recently used first.
+func TestSharesAcrossOwners(t *testing.T) {
+	e := newEnv(t, Config{Max: 4})
+	e.putAs(t, "bob", "b1")
+	for i := range 10 {
+		e.now = e.now.Add(time.Second)
+		e.putAs(t, "alice", "a"+string(rune('0'+i)))
+	}
+	if e.r.Take("b1") == nil {
+		t.Fatalf("bob's session was ended by alice's: released %v", e.releasedIDs())
+	}
+	if st := e.r.Stats(); st.Idle+st.Busy != 4 {
+		t.Errorf("got %+v, want the cap held", st)
+	}
+	// alice kept her most recent three.
+	for _, id := range []string{"a7", "a8", "a9"} {
+		if b := e.r.Take(id); b == nil {
+			t.Errorf("alice's %s ended, want her three most recent kept", id)
+		}
+	}
+	// With bob's busy and alice's busy, a third owner finds no one over the share idle:
+	// its own sandbox ends rather than anyone else's.
+	e.putAs(t, "carol", "c1")
+	if got := e.releasedIDs(); !slices.Contains(got, "sb-c1") {
+		t.Errorf("released %v, want carol's: nobody over the share is idle", got)
+	}
+
+	q := newEnv(t, Config{Max: 8, PerOwner: 2})
+	q.putAs(t, "bob", "b1")
+	q.putAs(t, "alice", "a1")
+	q.now = q.now.Add(time.Second)
+	q.putAs(t, "alice", "a2")
+	q.now = q.now.Add(time.Second)
+	q.putAs(t, "alice", "a3")
+	if got := q.releasedIDs(); !slices.Equal(got, []string{"sb-a1"}) {
+		t.Errorf("released %v, want alice's least recent past her quota of 2", got)
+	}
+	busy2, busy3 := q.r.Take("a2"), q.r.Take("a3")
+	q.putAs(t, "alice", "a4")
+	if got := q.releasedIDs(); !slices.Equal(got, []string{"sb-a1", "sb-a4"}) {
+		t.Errorf("released %v, want a4 too: her other two are busy", got)
+	}
+	q.r.Put(busy2)
+	q.r.Put(busy3)
+	if st := q.r.Stats(); st.Counts.Ended[EndQuota] != 2 || st.Idle != 3 {
+		t.Errorf("got %+v, want 2 ended for the quota and b1, a2, a3 idle", st)
 	}
 }
 

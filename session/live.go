@@ -33,6 +33,7 @@ type liveRun struct {
 	live   bool
 	bound  *binding
 	status string
+	owner  string // whose share a sandbox it keeps counts against: the caller's principal
 }
 
 // held is what the call's sandbox holds of the session's files already.
@@ -121,7 +122,7 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 		if sb == nil {
 			return
 		}
-		b = &binding{Session: out.Session.ID, Sandbox: sb}
+		b = &binding{Session: out.Session.ID, Sandbox: sb, Owner: run.owner}
 	}
 	files := maps.Clone(ids)
 	if b.Files != nil {

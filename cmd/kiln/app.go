@@ -119,6 +119,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if cfg.LiveSessions && cfg.ReplEnabled {
 		m.live = live.New(live.Config{
 			Max:      cfg.LiveSessionsMax,
+			PerOwner: cfg.QuotaLiveSessions,
 			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
 			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
 		}, m.pools.Release, m.log)

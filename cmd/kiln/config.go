@@ -126,7 +126,10 @@ type Config struct {
 	// Live sessions: a session's sandbox stays bound to it between its calls.
 	LiveSessions bool `envconfig:"LIVE_SESSIONS" default:"true"`
 	// LiveSessionsMax caps the live sandboxes; 0 derives it from the host's memory.
-	LiveSessionsMax            int `envconfig:"LIVE_SESSIONS_MAX"`
+	LiveSessionsMax int `envconfig:"LIVE_SESSIONS_MAX"`
+	// QuotaLiveSessions bounds one caller's live sandboxes (a user under signed tokens,
+	// else a key); 0 leaves only the fair share of LIVE_SESSIONS_MAX.
+	QuotaLiveSessions          int `envconfig:"QUOTA_LIVE_SESSIONS"`
 	LiveSessionIdleSeconds     int `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
 	LiveSessionLifetimeSeconds int `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
 
@@ -329,6 +332,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	check(c.LiveSessionsMax >= 1, "LIVE_SESSIONS_MAX must be at least 1, got %d", c.LiveSessionsMax)
+	check(c.QuotaLiveSessions >= 0, "QUOTA_LIVE_SESSIONS must not be negative, got %d", c.QuotaLiveSessions)
 	check(c.LiveSessionIdleSeconds >= 1 && c.LiveSessionLifetimeSeconds >= 1,
 		"LIVE_SESSION_IDLE_SECONDS and LIVE_SESSION_LIFETIME_SECONDS must be at least 1")
 	check(c.StateOnError == "keep" || c.StateOnError == "rollback", "STATE_ON_ERROR must be keep or rollback, got %q", c.StateOnError)

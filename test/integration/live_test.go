@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -164,4 +166,50 @@ func containerWith(t *testing.T, path string) string {
 	}
 	t.Fatalf("no container of %s holds %s", srv.Instance, path)
 	return ""
+}
+
+// Live sandboxes are shared fairly: one caller opening session after session under
+// LIVE_SESSIONS_MAX ends its own older ones, never another caller's within its share,
+// and QUOTA_LIVE_SESSIONS bounds what one caller holds.
+func TestLiveSessionsAreSharedAcrossCallers(t *testing.T) {
+	s, err := kilntest.Start(kilntest.Options{Key: keyA, Env: []string{"POOL_SIZE=2", "DATA_DIR=" + t.TempDir(),
+		"API_KEYS=" + keyA + "," + keyB, "LIVE_SESSIONS_MAX=3", "QUOTA_LIVE_SESSIONS=2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	as := func(key string, body map[string]any) kilntest.ExecResponse {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, raw, err := s.Request(http.MethodPost, "/exec", bytes.NewReader(b), http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {key}})
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /exec as %s: %v %s", key, err, raw)
+		}
+		var out kilntest.ExecResponse
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	frame := "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.default_rng(1).normal(size=(20_000, 8)))\nprint(len(df))"
+	b := as(keyB, map[string]any{"code": frame})
+	var sessionsA []string
+	for range 5 {
+		sessionsA = append(sessionsA, as(keyA, map[string]any{"code": frame}).SessionID)
+	}
+	again := as(keyB, map[string]any{"session_id": b.SessionID, "code": "round(float(df.values.sum()), 3) == round(float(df.sum().sum()), 3)"})
+	if again.RuntimeStatus != "reused" || kilntest.Str(again.Result) != "True" {
+		t.Errorf("B's session after A opened 5: runtime %q, result %s; want reused, True", again.RuntimeStatus, kilntest.Str(again.Result))
+	}
+	// A holds at most its quota of 2: its most recent two are live, the first resumes.
+	if got := as(keyA, map[string]any{"session_id": sessionsA[4], "code": "len(df)"}); got.RuntimeStatus != "reused" {
+		t.Errorf("A's last session: runtime %q, want reused", got.RuntimeStatus)
+	}
+	if got := as(keyA, map[string]any{"session_id": sessionsA[0], "code": "len(df)"}); got.RuntimeStatus != "resumed" || kilntest.Str(got.Result) != "20000" {
+		t.Errorf("A's first session: runtime %q, result %s; want resumed, 20000", got.RuntimeStatus, kilntest.Str(got.Result))
+	}
+	live := s.Live(t)
+	if live.Ended["quota"] < 3 {
+		t.Errorf("live sessions ended %v, want at least 3 of A's for its quota", live.Ended)
+	}
 }
