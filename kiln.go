@@ -4,6 +4,7 @@
 package kiln
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -117,3 +118,19 @@ var (
 	// ErrUnsupportedLanguage: no pool's sandboxes run the language asked for.
 	ErrUnsupportedLanguage = errors.New("no pool serves this language")
 )
+
+// callerKey is the context key of WithCaller.
+type callerKey struct{}
+
+// WithCaller returns ctx carrying the principal of the caller a piece of work is for (a
+// user under signed tokens, else a key): what the pools share fairly among when they run
+// short (pool.Pool serves waiting checkouts round-robin across callers).
+func WithCaller(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, callerKey{}, principal)
+}
+
+// CallerOf is the principal WithCaller put in ctx, or "".
+func CallerOf(ctx context.Context) string {
+	p, _ := ctx.Value(callerKey{}).(string)
+	return p
+}

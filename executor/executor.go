@@ -281,7 +281,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	sb := req.Sandbox
 	if sb == nil {
 		var err error
-		if sb, err = e.pool.Checkout(ctx, req.Lang); err != nil {
+		if sb, err = e.pool.Checkout(kiln.WithCaller(ctx, req.Owner), req.Lang); err != nil {
 			if context.Cause(ctx) == errCancelRequested {
 				return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
 			}

@@ -3,9 +3,12 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
@@ -135,4 +138,59 @@ func TestGiveUpDeadSandbox(t *testing.T) {
 	}
 	cancel2()
 	receive(t, second)
+}
+
+// Waiting checkouts take turns across callers: alice's burst, queued first, costs bob's
+// one checkout at most one turn, and carol, who comes last, is served before alice's
+// third; each caller's own checkouts go in their order.
+func TestWaitingCallersTakeTurns(t *testing.T) {
+	f := &sandboxtest.Fake{Gate: make(chan struct{})} // warm-ups hang: only the hand-overs serve
+	cfg := testConfig(1)
+	cfg.QueueTimeout = 5 * time.Second
+	p := newTestPool(t, cfg, f, nil)
+	as := func(who string) context.Context { return kiln.WithCaller(context.Background(), who) }
+
+	type queued struct {
+		who string
+		ch  <-chan result
+	}
+	var q []queued
+	for range 4 {
+		q = append(q, queued{"alice", goCheckout(t, p, as("alice"))})
+	}
+	q = append(q, queued{"bob", goCheckout(t, p, as("bob"))})
+	q = append(q, queued{"carol", goCheckout(t, p, as("carol"))})
+
+	var order []string
+	for i := range q {
+		sb := startOne(t, fmt.Sprintf("turn-%d-", i))
+		p.mu.Lock()
+		p.handOverLocked(sb)
+		p.mu.Unlock()
+		got := ""
+		for deadline := time.Now().Add(2 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			for j, w := range q {
+				if w.ch == nil {
+					continue
+				}
+				select {
+				case r := <-w.ch:
+					if r.sb != sb {
+						t.Fatalf("%s's checkout got %v, want the sandbox just handed over", w.who, r.sb)
+					}
+					got = fmt.Sprintf("%s%d", w.who, j)
+					q[j].ch = nil
+					p.Release(r.sb)
+				default:
+				}
+			}
+		}
+		if got == "" {
+			t.Fatalf("nobody got hand-over %d", i)
+		}
+		order = append(order, got)
+	}
+	if want := []string{"alice0", "bob4", "carol5", "alice1", "alice2", "alice3"}; !slices.Equal(order, want) {
+		t.Errorf("served %v, want %v", order, want)
+	}
 }

@@ -62,8 +62,13 @@ type Pool struct {
 	wg     sync.WaitGroup // the refill loop and warm-ups, which only start while it runs
 
 	mu      sync.Mutex
-	ready   []entry                // oldest first
-	waiters []chan sandbox.Sandbox // FIFO of checkouts waiting for a sandbox
+	ready   []entry  // oldest first
+	waiters []waiter // checkouts waiting for a sandbox, in arrival order
+	// served is, by caller, the turn (a count of hand-overs) at which the caller's last
+	// waiting checkout got its sandbox: handOverLocked serves the caller served longest
+	// ago first, so that waiting checkouts take turns across callers.
+	served  map[string]uint64
+	turn    uint64
 	warming int
 	// out holds the sandboxes checked out, by id, with the time before which their
 	// replacement is held back (zero when it is not: see Config.RefillDelay).
@@ -156,7 +161,7 @@ func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
 		return zero, kiln.ErrQueueFull
 	}
 	w := make(chan sandbox.Sandbox, 1)
-	p.waiters = append(p.waiters, w)
+	p.waiters = append(p.waiters, waiter{ch: w, caller: kiln.CallerOf(ctx)})
 	p.mu.Unlock()
 	p.poke()
 
@@ -177,7 +182,7 @@ func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, x := range p.waiters {
-		if x == w {
+		if x.ch == w {
 			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
 			return zero, err
 		}
@@ -198,12 +203,36 @@ func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
 	return zero, err
 }
 
-// handOverLocked gives sb to the oldest waiting checkout; there must be one.
+// waiter is a checkout waiting for a sandbox, for a caller (kiln.CallerOf its context).
+type waiter struct {
+	ch     chan sandbox.Sandbox
+	caller string
+}
+
+// handOverLocked gives sb to a waiting checkout, of which there must be one: the oldest of
+// the caller whose waiting checkouts were served longest ago (never, for a caller new to
+// the queue). Callers thus take turns: one caller's burst costs another at most one turn.
 func (p *Pool) handOverLocked(sb sandbox.Sandbox) {
-	w := p.waiters[0]
-	p.waiters = p.waiters[1:]
+	next := 0
+	for i, w := range p.waiters {
+		if p.served[w.caller] < p.served[p.waiters[next].caller] {
+			next = i
+		}
+	}
+	w := p.waiters[next]
+	p.waiters = append(p.waiters[:next], p.waiters[next+1:]...)
+	p.turn++
+	if p.served == nil || len(p.served) > 4*len(p.waiters)+64 {
+		// Forget the callers no longer waiting: a caller that comes back is new again.
+		kept := map[string]uint64{}
+		for _, x := range p.waiters {
+			kept[x.caller] = p.served[x.caller]
+		}
+		p.served = kept
+	}
+	p.served[w.caller] = p.turn
 	p.out[sb.ID()] = time.Time{} // demand outruns the pool: no holding back
-	w <- sb
+	w.ch <- sb
 }
 
 // takeReadyLocked pops the oldest live sandbox, sending dead ones to removal.

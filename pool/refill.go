@@ -146,7 +146,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	if !p.closed {
 		p.closed = true
 		for _, w := range p.waiters {
-			close(w)
+			close(w.ch)
 		}
 		p.waiters = nil
 		for _, e := range p.ready {
