@@ -104,6 +104,15 @@ func (s *Service) UploadBatch(ctx context.Context, c Caller, to Target, uploads 
 
 // storeUploads makes the upload's session and stores each file that fits in it.
 func (s *Service) storeUploads(ctx context.Context, c Caller, to Target, uploads []Upload) ([]BatchResult, *store.Session, error) {
+	var adding int64
+	for _, u := range uploads {
+		if u.Size <= s.limits.MaxFileBytes {
+			adding += u.Size
+		}
+	}
+	if err := s.checkQuota(ctx, c, adding, 0); err != nil {
+		return nil, nil, err
+	}
 	owner := c.In(to.Scope)
 	sess, err := s.newSession(ctx, owner, kiln.NewID(), to.Entity)
 	if err != nil {

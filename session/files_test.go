@@ -346,3 +346,39 @@ func TestRunDeletesOnlyWritableFiles(t *testing.T) {
 		t.Errorf("the session holds %v, want only the read-only keep.csv", left)
 	}
 }
+
+// QUOTA_STORAGE_MB: what a caller's sessions hold, files and states, bounds what it may
+// add; the refusal says which quota, another caller is not charged, and freeing room
+// (deleting a session) lets the caller add again.
+func TestStorageQuota(t *testing.T) {
+	e := newEnv(t, Limits{MaxFileBytes: 4 << 20, MaxFilesPerSession: 5, MaxStoredBytes: 5 << 20})
+	data := make([]byte, 3<<20) // a 3 MB CSV-sized upload
+	for i := range data {
+		data[i] = byte('0' + i%10)
+	}
+	first, _, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{BytesUpload("sales.csv", data)})
+	if err != nil {
+		t.Fatalf("the first 3 MB: %v", err)
+	}
+	_, _, err = e.svc.Upload(t.Context(), alice, Target{}, []Upload{BytesUpload("more.csv", data)})
+	wantCode(t, err, kiln.CodeTooLarge)
+	if err == nil || !strings.Contains(err.Error(), "QUOTA_STORAGE_MB") || !strings.Contains(err.Error(), "3.0 MB already") {
+		t.Errorf("refusal %v, want one naming QUOTA_STORAGE_MB and what alice holds", err)
+	}
+	if _, _, err := e.svc.Upload(t.Context(), bob, Target{}, []Upload{BytesUpload("sales.csv", data)}); err != nil {
+		t.Errorf("bob's upload after alice's: %v, want it taken (bob is not charged for alice)", err)
+	}
+	// A state put counts, less the state it replaces.
+	if _, err := e.svc.PutState(t.Context(), alice, first.ID, make([]byte, 1<<20)); err != nil {
+		t.Errorf("a 1 MB state within the quota: %v", err)
+	}
+	if _, err := e.svc.PutState(t.Context(), alice, first.ID, make([]byte, 2<<20+1)); err == nil {
+		t.Error("a state taking alice past the quota was stored")
+	}
+	if err := e.svc.DeleteSession(t.Context(), alice, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.Upload(t.Context(), alice, Target{}, []Upload{BytesUpload("more.csv", data)}); err != nil {
+		t.Errorf("an upload after alice freed room: %v", err)
+	}
+}

@@ -81,6 +81,9 @@ func (c Caller) Principal() string {
 type Limits struct {
 	MaxFileBytes       int64
 	MaxFilesPerSession int
+	// MaxStoredBytes bounds what one caller's sessions hold in the store, files and
+	// states (QUOTA_STORAGE_MB): uploads and state puts past it are refused. 0 is none.
+	MaxStoredBytes int64
 }
 
 // Config is what a Service needs.

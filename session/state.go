@@ -34,6 +34,9 @@ func (s *Service) PutState(ctx context.Context, c Caller, sid string, blob []byt
 	if err := s.checkState(blob); err != nil {
 		return nil, err
 	}
+	if err := s.checkQuota(ctx, c, int64(len(blob)), sess.StateSize); err != nil {
+		return nil, err
+	}
 	sess, release, err := s.turn(ctx, c, sess)
 	if err != nil {
 		return nil, err

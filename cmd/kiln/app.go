@@ -145,8 +145,9 @@ func (m *Main) Run(ctx context.Context) error {
 		Live:       m.live,
 		TurnWait:   time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
 		RetryAfter: limits.RetryAfter,
-		Limits:     session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession},
-		Log:        m.log,
+		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
+			MaxStoredBytes: cfg.QuotaStorageMB << 20},
+		Log: m.log,
 	})
 	keys := api.NewKeys(cfg.APIKeys)
 	verifier, err := cfg.tokens()

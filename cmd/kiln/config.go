@@ -129,9 +129,12 @@ type Config struct {
 	LiveSessionsMax int `envconfig:"LIVE_SESSIONS_MAX"`
 	// QuotaLiveSessions bounds one caller's live sandboxes (a user under signed tokens,
 	// else a key); 0 leaves only the fair share of LIVE_SESSIONS_MAX.
-	QuotaLiveSessions          int `envconfig:"QUOTA_LIVE_SESSIONS"`
-	LiveSessionIdleSeconds     int `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
-	LiveSessionLifetimeSeconds int `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
+	QuotaLiveSessions int `envconfig:"QUOTA_LIVE_SESSIONS"`
+	// QuotaStorageMB bounds what one caller's sessions hold in the store, files and
+	// states; 0 is no bound.
+	QuotaStorageMB             int64 `envconfig:"QUOTA_STORAGE_MB"`
+	LiveSessionIdleSeconds     int   `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
+	LiveSessionLifetimeSeconds int   `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
 
 	DataDir  string `envconfig:"DATA_DIR" default:"./data"`
 	RedisURL string `envconfig:"REDIS_URL"`
@@ -333,6 +336,7 @@ func (c Config) Validate() error {
 	}
 	check(c.LiveSessionsMax >= 1, "LIVE_SESSIONS_MAX must be at least 1, got %d", c.LiveSessionsMax)
 	check(c.QuotaLiveSessions >= 0, "QUOTA_LIVE_SESSIONS must not be negative, got %d", c.QuotaLiveSessions)
+	check(c.QuotaStorageMB >= 0, "QUOTA_STORAGE_MB must not be negative, got %d", c.QuotaStorageMB)
 	check(c.LiveSessionIdleSeconds >= 1 && c.LiveSessionLifetimeSeconds >= 1,
 		"LIVE_SESSION_IDLE_SECONDS and LIVE_SESSION_LIFETIME_SECONDS must be at least 1")
 	check(c.StateOnError == "keep" || c.StateOnError == "rollback", "STATE_ON_ERROR must be keep or rollback, got %q", c.StateOnError)
