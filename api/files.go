@@ -26,7 +26,7 @@ import (
 func caller(r *http.Request, user string) session.Caller {
 	ri := info(r)
 	if ri.user != "" {
-		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: true} // the token's user, whatever the body says
+		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: true, Admin: ri.admin} // the token's user, whatever the body says
 	}
 	if user == "" {
 		user = r.Header.Get("User-Id")
@@ -436,12 +436,12 @@ func contentDisposition(name string) string {
 
 // deleteFile handles DELETE /files/{session_id}/{file_id}.
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	sid, fid, c, err := oneFile(r)
+	sid, fid, c, scope, err := fileToDelete(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.sessions.DeleteFile(r.Context(), c, sid, fid); err != nil {
+	if err := s.sessions.DeleteScopedFile(r.Context(), c, scope, sid, fid); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -455,6 +455,17 @@ func oneFile(r *http.Request) (sid, fid string, c session.Caller, err error) {
 		c, err = scopedCaller(r)
 	}
 	return sid, fid, c, err
+}
+
+// fileToDelete is what a request to delete one file names: its session and file ids, the
+// caller itself (not as the scope's: who deletes a resource's file matters), and the scope.
+func fileToDelete(r *http.Request) (sid, fid string, c session.Caller, scope session.Scope, err error) {
+	if sid, fid, err = fileIDs(r); err != nil {
+		return
+	}
+	q := r.URL.Query()
+	scope, err = session.ParseScope(q.Get("kind"), q.Get("id"), q.Get("version"))
+	return sid, fid, caller(r, ""), scope, err
 }
 
 // scopedCaller is the caller as whose files the request's query names them: its own,
@@ -490,12 +501,12 @@ func (s *Server) objectInfo(w http.ResponseWriter, r *http.Request) {
 // objectDelete handles DELETE /sessions/{session_id}/objects/{file_id}: 200 with what
 // was deleted, 404 once it is gone.
 func (s *Server) objectDelete(w http.ResponseWriter, r *http.Request) {
-	sid, fid, c, err := oneFile(r)
+	sid, fid, c, scope, err := fileToDelete(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.sessions.DeleteFile(r.Context(), c, sid, fid); err != nil {
+	if err := s.sessions.DeleteScopedFile(r.Context(), c, scope, sid, fid); err != nil {
 		writeError(w, r, err)
 		return
 	}

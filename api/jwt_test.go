@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/auth"
 )
@@ -82,5 +83,42 @@ func TestTokens(t *testing.T) {
 	same := http.Header{"Authorization": {"Bearer k1"}, "X-Api-Key": {"k1"}}
 	if code, _ := post(same, `{"code":"1"}`); code != http.StatusOK {
 		t.Errorf("one key sent twice: %d, want 200", code)
+	}
+}
+
+// An agent's files are the tenant's to read and their uploader's (or an admin's) to
+// delete: another user of the tenant reads them and gets 403 deleting them, by either
+// route; the uploader deletes one, an admin the other.
+func TestAgentFilesAreDeletedByTheirUploader(t *testing.T) {
+	h := api.NewHarness(t, api.HarnessConfig{Keys: []string{"k1"}, Tokens: fakeTokens{}})
+	as := func(sub string) http.Header { return http.Header{"Authorization": {"Bearer " + token(sub)}} }
+	upload := func() (string, string) {
+		ct, body := multipartBody(t, part{"kind", "", "agent"}, part{"id", "", "agent_reports"}, part{"file", "q3.csv", "region,sales\nnorth,10\n"})
+		rec := serve(t, h, "POST", "/upload", ct, body, as("user-a"))
+		var up struct {
+			SessionID string `json:"session_id"`
+			Files     []struct {
+				FileID string `json:"fileId"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &up); err != nil || rec.Code != http.StatusOK || len(up.Files) != 1 {
+			t.Fatalf("upload: %d %s", rec.Code, rec.Body)
+		}
+		return up.SessionID, up.Files[0].FileID
+	}
+	const scope = "?kind=agent&id=agent_reports"
+	sid, fid := upload()
+	if rec := serve(t, h, "GET", "/download/"+sid+"/"+fid+scope, "", "", as("user-b")); rec.Code != http.StatusOK {
+		t.Errorf("user-b reads the agent's file: %d, want 200", rec.Code)
+	}
+	for _, path := range []string{"/files/" + sid + "/" + fid + scope, "/sessions/" + sid + "/objects/" + fid + scope} {
+		checkError(t, serve(t, h, "DELETE", path, "", "", as("user-b")), http.StatusForbidden, kiln.CodeForbidden)
+	}
+	if rec := serve(t, h, "DELETE", "/files/"+sid+"/"+fid+scope, "", "", as("user-a")); rec.Code != http.StatusNoContent {
+		t.Errorf("the uploader deletes its agent file: %d %s, want 204", rec.Code, rec.Body)
+	}
+	sid, fid = upload()
+	if rec := serve(t, h, "DELETE", "/sessions/"+sid+"/objects/"+fid+scope, "", "", as("admin-a")); rec.Code != http.StatusOK {
+		t.Errorf("an admin deletes another user's agent file: %d %s, want 200", rec.Code, rec.Body)
 	}
 }

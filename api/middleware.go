@@ -31,6 +31,7 @@ type reqInfo struct {
 	owner     string // the caller's key fingerprint, or the token's tenant (jwtOwner); "" when auth is off
 	user      string // the user a verified token named; "" for an API key
 	tenant    string // the tenant a verified token named; "" for an API key
+	admin     bool   // the verified token has the ADMIN role
 	poolWait  time.Duration
 	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
 	// runOver frees what the request holds of the caller's budget once its run is
@@ -266,6 +267,7 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			p, err := s.tokens.Verify(cred)
 			if err == nil {
 				ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
+				ri.admin = strings.EqualFold(p.Role, AdminRole)
 				ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
 				next.ServeHTTP(w, r)
 				return

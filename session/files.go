@@ -113,8 +113,11 @@ func (s *Service) storeUploads(ctx context.Context, c Caller, to Target, uploads
 	if err := s.checkQuota(ctx, c, adding, 0); err != nil {
 		return nil, nil, err
 	}
-	owner := c.In(to.Scope)
-	sess, err := s.newSession(ctx, owner, kiln.NewID(), to.Entity)
+	owner, creator := c.In(to.Scope), ""
+	if to.Scope.shared() {
+		creator = c.owner()
+	}
+	sess, err := s.newSessionBy(ctx, owner, creator, kiln.NewID(), to.Entity)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -255,6 +258,25 @@ func (s *Service) FileInfo(ctx context.Context, c Caller, sid, fid string) (*sto
 		}
 	}
 	return nil, errNotFound("file")
+}
+
+// DeleteScopedFile removes a file of scope's (the caller's own, or an agent's or a
+// skill's, Caller.In): a resource's file only for the caller who uploaded it or an admin
+// of its tenant; any other caller of the tenant, who may read it, gets 403. Files uploaded
+// before kiln recorded their uploader may be deleted by any caller of the tenant.
+func (s *Service) DeleteScopedFile(ctx context.Context, c Caller, scope Scope, sid, fid string) error {
+	if !scope.shared() {
+		return s.DeleteFile(ctx, c, sid, fid)
+	}
+	owner := c.In(scope)
+	sess, err := s.Session(ctx, owner, sid)
+	if err != nil {
+		return errNotFound("file")
+	}
+	if sess.Creator != "" && sess.Creator != c.owner() && !c.Admin {
+		return kiln.Errorf(kiln.CodeForbidden, "the %s's files are deleted only by the caller who uploaded them, or an admin", scope.Kind)
+	}
+	return s.DeleteFile(ctx, owner, sid, fid)
 }
 
 // DeleteFile removes a file from a session the caller owns.

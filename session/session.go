@@ -52,6 +52,9 @@ type Caller struct {
 	// Proven says the user was verified (a signed token), not named by the client: such
 	// a caller sees only what is its user's, exactly.
 	Proven bool
+	// Admin says the caller is an administrator of its tenant (a token with the ADMIN
+	// role): it may delete the agent and skill files another user uploaded.
+	Admin bool
 }
 
 // owner is how a caller is written into a session.
@@ -188,8 +191,14 @@ func (s *Service) DeleteSession(ctx context.Context, c Caller, id string) error 
 
 // newSession creates an empty session with id for the caller.
 func (s *Service) newSession(ctx context.Context, c Caller, id, entity string) (*store.Session, error) {
+	return s.newSessionBy(ctx, c, "", id, entity)
+}
+
+// newSessionBy is newSession, recording creator as the one who made it (a resource's
+// session: c is the resource).
+func (s *Service) newSessionBy(ctx context.Context, c Caller, creator, id, entity string) (*store.Session, error) {
 	now := s.now()
-	sess := &store.Session{ID: id, Owner: c.owner(), EntityID: entity, CreatedAt: now, LastUsedAt: now}
+	sess := &store.Session{ID: id, Owner: c.owner(), EntityID: entity, Creator: creator, CreatedAt: now, LastUsedAt: now}
 	if err := s.store.CreateSession(ctx, sess); err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}

@@ -165,6 +165,7 @@ func (d *Disk) CreateSession(ctx context.Context, s *Session) error {
 		ID:         s.ID,
 		Owner:      []byte(s.Owner),
 		EntityID:   []byte(s.EntityID),
+		Creator:    []byte(s.Creator),
 		CreatedAt:  normTime(s.CreatedAt, now),
 		LastUsedAt: normTime(s.LastUsedAt, now),
 	}

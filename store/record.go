@@ -8,6 +8,7 @@ type sessionRecord struct {
 	ID             string    `json:"id"`
 	Owner          []byte    `json:"owner"`
 	EntityID       []byte    `json:"entity_id"`
+	Creator        []byte    `json:"creator,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	LastUsedAt     time.Time `json:"last_used_at"`
 	StateSize      int64     `json:"state_size,omitempty"`
@@ -20,6 +21,7 @@ func (r *sessionRecord) session(ttl time.Duration) *Session {
 		ID:             r.ID,
 		Owner:          string(r.Owner),
 		EntityID:       string(r.EntityID),
+		Creator:        string(r.Creator),
 		CreatedAt:      r.CreatedAt,
 		LastUsedAt:     r.LastUsedAt,
 		ExpiresAt:      r.LastUsedAt.Add(ttl),

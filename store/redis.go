@@ -159,7 +159,7 @@ func (r *Redis) CreateSession(ctx context.Context, s *Session) error {
 	created, used := normTime(s.CreatedAt, now), normTime(s.LastUsedAt, now)
 	keys := append(r.keys(s.ID), r.latestKey(s.Owner, s.EntityID), r.ownerKey(s.Owner))
 	ok, err := r.run(ctx, scriptCreate, keys,
-		s.ID, s.Owner, s.EntityID, micros(created), micros(used), micros(used.Add(r.ttl)), r.ttlMillis())
+		s.ID, s.Owner, s.EntityID, micros(created), micros(used), micros(used.Add(r.ttl)), r.ttlMillis(), s.Creator)
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -190,7 +190,7 @@ func (r *Redis) Session(ctx context.Context, id string) (*Session, error) {
 }
 
 func (r *Redis) decodeSession(id string, m map[string]string) (*Session, error) {
-	s := &Session{ID: id, Owner: m["owner"], EntityID: m["entity"], StateSHA256: m["ssha"]}
+	s := &Session{ID: id, Owner: m["owner"], EntityID: m["entity"], Creator: m["creator"], StateSHA256: m["ssha"]}
 	s.HasState = s.StateSHA256 != ""
 	var errs [4]error
 	s.CreatedAt, errs[0] = parseMicros(m["created"])

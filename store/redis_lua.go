@@ -18,11 +18,12 @@ end
 `
 
 // luaCreate: KEYS[6] is the owner/entity index, KEYS[7] the owner index; ARGV id, owner, entity, created µs,
-// used µs, expires µs, ttl ms. Returns 0 when the id is taken.
+// used µs, expires µs, ttl ms, creator. Returns 0 when the id is taken.
 const luaCreate = luaRefresh + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'entity', ARGV[3], 'created', ARGV[4], 'used', ARGV[5], 'lk', KEYS[6], 'ok', KEYS[7])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'creator', ARGV[8]) end
 redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1])
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[6], ARGV[1])

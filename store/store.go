@@ -29,6 +29,10 @@ type Session struct {
 	// Owner names who created the session (API key and user); the caller compares it.
 	Owner    string
 	EntityID string
+	// Creator names who made a session owned by a resource (an agent's or a skill's
+	// files: Owner is the resource): the one caller, with the tenant's admins, who may
+	// delete its files. Empty for a caller's own sessions.
+	Creator string
 	// CreatedAt and LastUsedAt are set by the caller; zero values become the current time.
 	CreatedAt  time.Time
 	LastUsedAt time.Time

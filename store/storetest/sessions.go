@@ -14,15 +14,15 @@ import (
 func testCreateGet(t *testing.T, s store.Store) {
 	t0 := baseTime()
 	in := &store.Session{
-		ID: kiln.NewID(), Owner: "key\x00user\xff", EntityID: "asst_1",
+		ID: kiln.NewID(), Owner: "key\x00user\xff", EntityID: "asst_1", Creator: "key\x00uploader\xfe",
 		CreatedAt: t0, LastUsedAt: t0.Add(time.Second),
 	}
 	if err := s.CreateSession(t.Context(), in); err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	got := getSession(t, s, in.ID)
-	if got.ID != in.ID || got.Owner != in.Owner || got.EntityID != in.EntityID {
-		t.Errorf("Session = %q %q %q, want %q %q %q", got.ID, got.Owner, got.EntityID, in.ID, in.Owner, in.EntityID)
+	if got.ID != in.ID || got.Owner != in.Owner || got.EntityID != in.EntityID || got.Creator != in.Creator {
+		t.Errorf("Session = %q %q %q %q, want %q %q %q %q", got.ID, got.Owner, got.EntityID, got.Creator, in.ID, in.Owner, in.EntityID, in.Creator)
 	}
 	if !got.CreatedAt.Equal(t0) || !got.LastUsedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("times = %v, %v, want %v, %v", got.CreatedAt, got.LastUsedAt, t0, t0.Add(time.Second))
