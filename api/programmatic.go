@@ -119,8 +119,7 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	// from its start to its end, across the requests that drive it.
 	freeSlot, ok := s.limiter.acquire(key)
 	if !ok {
-		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1,
-			Message: "too many executions in flight for this API key; wait for one to finish"})
+		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1, Message: s.limiter.concurrencyMessage()})
 		return
 	}
 	principal := caller(r, "").Principal()

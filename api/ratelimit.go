@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -208,11 +209,7 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 		release, ok := s.limiter.acquire(callerKey(r))
 		if !ok {
 			// Nobody knows when a run ends; a second is a polite first retry.
-			writeError(w, r, &kiln.Error{
-				Code:       kiln.CodeRateLimited,
-				Message:    "too many executions in flight for this API key; wait for one to finish",
-				RetryAfter: 1,
-			})
+			writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, Message: s.limiter.concurrencyMessage(), RetryAfter: 1})
 			return
 		}
 		// The slot is free once the run is over, before the answer goes out (see
@@ -222,6 +219,11 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 		defer info(r).runOver()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// concurrencyMessage says which quota a caller with too many executions in flight met.
+func (l *limiter) concurrencyMessage() string {
+	return fmt.Sprintf("concurrency quota: this caller (a user under signed tokens, else an API key) has MAX_CONCURRENT_PER_KEY=%d executions in flight; wait for one to finish", l.cfg.Concurrent)
 }
 
 // retrySeconds rounds a wait up to whole seconds, at least one.

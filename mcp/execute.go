@@ -75,7 +75,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	if st.caller.Acquire != nil {
 		release, ok := st.caller.Acquire()
 		if !ok {
-			return toolError("too many executions in flight for this API key; wait for one to finish"), executeOut{}, nil
+			return toolError("concurrency quota: this caller has MAX_CONCURRENT_PER_KEY executions in flight; wait for one to finish"), executeOut{}, nil
 		}
 		defer release()
 	}

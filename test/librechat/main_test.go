@@ -51,6 +51,9 @@ type signingKeys struct {
 
 var keys signingKeys
 
+// jwks is the JWKS of the signing keys, for the tests that start a kiln of their own.
+var jwks string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -61,7 +64,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "signing keys:", err)
 		return 1
 	}
-	jwks, err := publicJWKS(keys)
+	jwks, err = publicJWKS(keys)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "JWKS:", err)
 		return 1

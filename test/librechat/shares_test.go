@@ -1,0 +1,68 @@
+package librechat
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kilnsh/kiln/test/kilntest"
+)
+
+// Two users of one tenant, on a kiln of two sandboxes: while alice floods it with 24
+// calls of 2 s, she gets 429 past her share of concurrent runs, and each of bob's calls
+// waits at most one turn behind hers, not for her whole queue: while one of his calls is
+// under way, at most three of hers finish (the two running when it queued, and the one
+// turn), where first come, first served would let all of hers go first.
+func TestOneUsersBurstCostsAnotherOneTurn(t *testing.T) {
+	s, err := kilntest.Start(kilntest.Options{Key: apiKey, Env: []string{"POOL_SIZE=2", "POOL_WARMERS=2", "DATA_DIR=" + t.TempDir(),
+		"API_KEYS=" + apiKey, "JWT_JWKS=" + jwks, "MAX_CONCURRENT_PER_KEY=12", "MAX_QUEUE=32", "QUEUE_TIMEOUT_SECONDS=120"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	call := func(u user, code string) (int, http.Header) {
+		b, _ := json.Marshal(map[string]any{"lang": "py", "code": code})
+		a := sendTo(t, s.URL, http.MethodPost, "/exec", with(u.auth(t), "Content-Type", "application/json"), bytes.NewReader(b))
+		return a.status, a.header
+	}
+
+	var aliceDone atomic.Int32
+	var refused, retryAfter atomic.Int32
+	var wg sync.WaitGroup
+	for range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, h := call(alice, "import time\ntime.sleep(2)\nprint('alice')")
+			switch status {
+			case http.StatusOK:
+				aliceDone.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+				if h.Get("Retry-After") != "" {
+					retryAfter.Add(1)
+				}
+			default:
+				t.Errorf("alice's call: %d", status)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // her calls are in: two running, the rest waiting
+	for i := range 5 {
+		before := aliceDone.Load()
+		if status, _ := call(bob, "import pandas as pd\nprint(pd.DataFrame({'x': range(1000)}).x.sum())"); status != http.StatusOK {
+			t.Fatalf("bob's call %d: %d", i, status)
+		}
+		if finished := aliceDone.Load() - before; finished > 3 {
+			t.Errorf("bob's call %d waited while %d of alice's calls finished, want at most 3 (one turn)", i, finished)
+		}
+	}
+	wg.Wait()
+	if refused.Load() != 12 || retryAfter.Load() != 12 || aliceDone.Load() != 12 {
+		t.Errorf("alice: %d answered, %d refused (%d with Retry-After); want 12 and 12: her share is 12 at once", aliceDone.Load(), refused.Load(), retryAfter.Load())
+	}
+}
