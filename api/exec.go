@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -37,6 +38,10 @@ type execRequest struct {
 	RuntimeSessionHint string `json:"runtime_session_hint"`
 	// Network narrows the operator's egress policy for this call (false shuts it).
 	Network *egress.Network `json:"network"`
+	// CPUs and MemoryMB are the sandbox's limits for this call, within the operator's
+	// MAX_SANDBOX_CPUS and MAX_SANDBOX_MEMORY_MB.
+	CPUs     *float64 `json:"cpus"`
+	MemoryMB *int64   `json:"memory_mb"`
 }
 
 type fileRef struct {
@@ -311,6 +316,18 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 	if req.Timeout != nil {
 		// Clamped into the configured range by the executor; zero or less is the minimum.
 		x.Timeout = max(time.Duration(*req.Timeout)*time.Millisecond, time.Millisecond)
+	}
+	if req.CPUs != nil {
+		if *req.CPUs <= 0 || math.IsNaN(*req.CPUs) || *req.CPUs > 1024 {
+			return x, kiln.Errorf(kiln.CodeInvalid, "cpus must be a number of cores above 0")
+		}
+		x.MilliCPU = int64(math.Round(*req.CPUs * 1000))
+	}
+	if req.MemoryMB != nil {
+		if *req.MemoryMB <= 0 {
+			return x, kiln.Errorf(kiln.CodeInvalid, "memory_mb must be a number of MB above 0")
+		}
+		x.MemoryMB = *req.MemoryMB
 	}
 	return x, nil
 }

@@ -135,7 +135,8 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 	if err != nil {
 		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrRuntime, err)
 	}
-	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1, sock: sock}
+	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1, sock: sock,
+		milliCPU: spec.MilliCPU, memoryMB: spec.MemoryMB}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()

@@ -37,6 +37,9 @@ type Sandbox struct {
 	execID   string
 	execExit int // the exit code of the exec'd REPL, -1 if unknown
 
+	// milliCPU and memoryMB are the container's limits: the spec's, or Resize's since.
+	milliCPU, memoryMB int64
+
 	egress func(net.Conn) // per call: what Egress set, for the exec'd REPL's connection
 	sock   *egressSocket  // the sandbox's own way to the egress proxy, nil without
 
@@ -252,6 +255,22 @@ func explainExit(ctx context.Context, code int, inspect func(context.Context) (*
 			return code, oom, nil
 		}
 	}
+}
+
+var _ sandbox.Resizer = (*Sandbox)(nil)
+
+// Limits implements sandbox.Resizer.
+func (s *Sandbox) Limits() (milliCPU, memoryMB int64) { return s.milliCPU, s.memoryMB }
+
+// Resize implements sandbox.Resizer: the daemon updates the running container's cgroup
+// (memory and swap alike, so that swap stays off).
+func (s *Sandbox) Resize(ctx context.Context, milliCPU, memoryMB int64) error {
+	res := &container.Resources{NanoCPUs: milliCPU * 1e6, Memory: memoryMB << 20, MemorySwap: memoryMB << 20}
+	if _, err := s.rt.api.ContainerUpdate(ctx, s.id, client.ContainerUpdateOptions{Resources: res}); err != nil {
+		return fmt.Errorf("update the limits of container %s: %w", ShortID(s.id), err)
+	}
+	s.milliCPU, s.memoryMB = milliCPU, memoryMB
+	return nil
 }
 
 // Remove kills and removes the container and closes its connections. It is idempotent,

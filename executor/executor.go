@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +105,16 @@ type Limits struct {
 	MaxToolResultBytes int64
 	MaxToolRounds      int
 	ToolResultTimeout  time.Duration
+
+	// Resources: a request may ask for its sandbox's CPU and memory (Request.MilliCPU,
+	// MemoryMB) up to MaxMilliCPU and MaxMemoryMB; DefaultMilliCPU and DefaultMemoryMB are
+	// the pools' sandboxes', and ExtraMemoryMB what kiln adds to the memory a request
+	// names (the REPL's warm heap). Resizable says the runtime adjusts a running sandbox
+	// (sandbox.Resizer); without it only the defaults are served.
+	DefaultMilliCPU, MaxMilliCPU int64
+	DefaultMemoryMB, MaxMemoryMB int64
+	ExtraMemoryMB                int64
+	Resizable                    bool
 }
 
 // Request is one execution as the API hands it over.
@@ -133,6 +145,9 @@ type Request struct {
 	// cancel it.
 	ExecutionID string
 	Owner       string
+	// MilliCPU and MemoryMB are the sandbox's CPU (thousandths of a core) and memory the
+	// request asks for; 0 is the default (Limits).
+	MilliCPU, MemoryMB int64
 	// OnStart, when set, is called once the run has its sandbox, before the code runs.
 	OnStart func()
 	// OnEvent, when set, asks the REPL for events and gets them, in order, while the
@@ -293,6 +308,10 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	if req.Sandbox == nil {
 		res.release = func() { e.pool.Release(sb) }
 		res.keep = func() sandbox.Sandbox { e.pool.Keep(sb); return sb }
+	}
+	if err := e.fit(ctx, sb, &req); err != nil {
+		res.Release()
+		return nil, err
 	}
 	res, err := e.run(ctx, sb, req, res)
 	if err != nil {
@@ -503,6 +522,50 @@ func (e *Executor) Validate(req *Request) (err error) {
 		req.Timeout = e.limits.DefaultTimeout
 	}
 	req.Timeout = min(max(req.Timeout, e.limits.MinTimeout), e.limits.MaxTimeout)
+	return e.validateResources(req)
+}
+
+// validateResources checks the CPU and memory a request asks for against the operator's
+// bounds.
+func (e *Executor) validateResources(req *Request) error {
+	if req.MilliCPU == 0 && req.MemoryMB == 0 {
+		return nil
+	}
+	l := e.limits
+	if !l.Resizable && (req.MilliCPU != 0 && req.MilliCPU != l.DefaultMilliCPU || req.MemoryMB != 0 && req.MemoryMB != l.DefaultMemoryMB) {
+		return kiln.Errorf(kiln.CodeInvalid, "cpus and memory_mb other than the sandboxes' own (%s CPUs, %d MB) need a runtime that resizes a running sandbox: Docker's", cpus(l.DefaultMilliCPU), l.DefaultMemoryMB)
+	}
+	switch {
+	case req.MilliCPU < 0 || req.MilliCPU > 0 && req.MilliCPU < 100:
+		return kiln.Errorf(kiln.CodeInvalid, "cpus must be at least 0.1")
+	case req.MilliCPU > max(l.MaxMilliCPU, l.DefaultMilliCPU):
+		return kiln.Errorf(kiln.CodeInvalid, "cpus %s is over MAX_SANDBOX_CPUS (%s)", cpus(req.MilliCPU), cpus(max(l.MaxMilliCPU, l.DefaultMilliCPU)))
+	case req.MemoryMB < 0 || req.MemoryMB > 0 && req.MemoryMB < 128:
+		return kiln.Errorf(kiln.CodeInvalid, "memory_mb must be at least 128")
+	case req.MemoryMB > max(l.MaxMemoryMB, l.DefaultMemoryMB):
+		return kiln.Errorf(kiln.CodeInvalid, "memory_mb %d is over MAX_SANDBOX_MEMORY_MB (%d)", req.MemoryMB, max(l.MaxMemoryMB, l.DefaultMemoryMB))
+	}
+	return nil
+}
+
+// cpus writes thousandths of a core as cores.
+func cpus(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) }
+
+// fit gives sb the CPU and memory req asks for (the defaults when it names none), when
+// they are not what it has: a sandbox of the pool, or a live one an earlier call resized.
+func (e *Executor) fit(ctx context.Context, sb sandbox.Sandbox, req *Request) error {
+	r, ok := sb.(sandbox.Resizer)
+	if !ok || !e.limits.Resizable {
+		return nil
+	}
+	wantCPU, wantMB := cmp.Or(req.MilliCPU, e.limits.DefaultMilliCPU), cmp.Or(req.MemoryMB, e.limits.DefaultMemoryMB)+e.limits.ExtraMemoryMB
+	if cpu, mb := r.Limits(); cpu == wantCPU && mb == wantMB {
+		return nil
+	}
+	if err := r.Resize(ctx, wantCPU, wantMB); err != nil {
+		return &kiln.Error{Code: kiln.CodeUnavailable, RetryAfter: e.limits.RetryAfter, Message: fmt.Sprintf(
+			"the sandbox could not be given %s CPUs and %d MB: %v", cpus(wantCPU), wantMB-e.limits.ExtraMemoryMB, err)}
+	}
 	return nil
 }
 

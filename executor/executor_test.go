@@ -517,3 +517,37 @@ func TestLangName(t *testing.T) {
 		}
 	}
 }
+
+// The CPU and memory a request asks for: within the operator's bounds on a runtime that
+// resizes; the pools' own, or nothing, elsewhere.
+func TestValidateResources(t *testing.T) {
+	lim := testLimits()
+	lim.DefaultMilliCPU, lim.MaxMilliCPU, lim.DefaultMemoryMB, lim.MaxMemoryMB = 1000, 2000, 512, 2048
+	for _, tc := range []struct {
+		name      string
+		resizable bool
+		cpu, mem  int64
+		want      string // a part of the error, "" for none
+	}{
+		{"none", false, 0, 0, ""},
+		{"the defaults, not resizable", false, 1000, 512, ""},
+		{"more memory, not resizable", false, 0, 1024, "resizes a running sandbox"},
+		{"within the bounds", true, 2000, 2048, ""},
+		{"less", true, 500, 256, ""},
+		{"too many cpus", true, 2500, 0, "MAX_SANDBOX_CPUS (2)"},
+		{"too much memory", true, 0, 4096, "MAX_SANDBOX_MEMORY_MB (2048)"},
+		{"too little memory", true, 0, 64, "at least 128"},
+		{"too few cpus", true, 50, 0, "at least 0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := lim
+			l.Resizable = tc.resizable
+			e := newTestExecutor(&fakePool{}, l)
+			req := Request{Lang: LangPython, Code: "1", MilliCPU: tc.cpu, MemoryMB: tc.mem}
+			err := e.Validate(&req)
+			if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

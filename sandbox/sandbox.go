@@ -39,6 +39,16 @@ type Sandbox interface {
 	Remove(ctx context.Context) error
 }
 
+// Resizer is a Sandbox whose CPU and memory limits can change while it runs (Docker
+// updates a running container's): a call that asks for other resources than the pool's
+// gets its warm sandbox adjusted, not rebuilt.
+type Resizer interface {
+	// Limits are the sandbox's limits now: CPU in thousandths of a core, memory in MB.
+	Limits() (milliCPU, memoryMB int64)
+	// Resize sets them; on an error they are as they were, or the sandbox is unusable.
+	Resize(ctx context.Context, milliCPU, memoryMB int64) error
+}
+
 // Runtime makes sandboxes and removes them: the Docker daemon, a Kubernetes cluster, or
 // a fake in tests. Every sandbox it makes carries the owning instance's id, so that a
 // runtime lists and sweeps only its own instance's.

@@ -485,6 +485,15 @@ func (m *Main) limits() executor.Limits {
 		MaxToolResultBytes: c.MaxToolResultBytes,
 		MaxToolRounds:      c.MaxToolRounds,
 		ToolResultTimeout:  time.Duration(c.ToolResultTimeoutSecs) * time.Second,
+
+		DefaultMilliCPU: int64(c.SandboxCPUs * 1000),
+		MaxMilliCPU:     int64(c.MaxSandboxCPUs * 1000),
+		DefaultMemoryMB: c.SandboxMemoryMB,
+		MaxMemoryMB:     c.MaxSandboxMemoryMB,
+		ExtraMemoryMB:   c.warmHeapMB(),
+		// Docker updates a running container's limits; gVisor's sandboxes and Pods are
+		// not resized here.
+		Resizable: c.Runtime == RuntimeDocker && c.SandboxRuntime != "runsc",
 	}
 }
 

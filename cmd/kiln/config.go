@@ -68,11 +68,15 @@ type Config struct {
 	// then owns every sandbox Pod: they go with it.
 	KubeOwnerPod string `envconfig:"KUBE_OWNER_POD"`
 
-	SandboxImage     string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
-	SandboxRuntime   string  `envconfig:"SANDBOX_RUNTIME"`
-	SandboxMemoryMB  int64   `envconfig:"SANDBOX_MEMORY_MB" default:"512"`
-	SandboxCPUs      float64 `envconfig:"SANDBOX_CPUS" default:"1"`
-	SandboxPidsLimit int64   `envconfig:"SANDBOX_PIDS_LIMIT" default:"128"`
+	SandboxImage    string  `envconfig:"SANDBOX_IMAGE" default:"kiln-python:latest"`
+	SandboxRuntime  string  `envconfig:"SANDBOX_RUNTIME"`
+	SandboxMemoryMB int64   `envconfig:"SANDBOX_MEMORY_MB" default:"512"`
+	SandboxCPUs     float64 `envconfig:"SANDBOX_CPUS" default:"1"`
+	// MaxSandboxCPUs and MaxSandboxMemoryMB bound what one request may ask for (cpus,
+	// memory_mb); unset, they are SANDBOX_CPUS and SANDBOX_MEMORY_MB: no more than those.
+	MaxSandboxCPUs     float64 `envconfig:"MAX_SANDBOX_CPUS"`
+	MaxSandboxMemoryMB int64   `envconfig:"MAX_SANDBOX_MEMORY_MB"`
+	SandboxPidsLimit   int64   `envconfig:"SANDBOX_PIDS_LIMIT" default:"128"`
 	// The limits without a default tag follow SANDBOX_MEMORY_MB when unset or 0:
 	// derive fills them in, Validate checks them against it.
 	SandboxTmpMB  int64 `envconfig:"SANDBOX_TMP_MB"`
@@ -314,6 +318,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("EXECUTION_PROFILES: %w", err))
 	}
 	check(c.SandboxMemoryMB >= 64, "SANDBOX_MEMORY_MB must be at least 64, got %d", c.SandboxMemoryMB)
+	check(c.MaxSandboxMemoryMB == 0 || c.MaxSandboxMemoryMB >= c.SandboxMemoryMB, "MAX_SANDBOX_MEMORY_MB must be at least SANDBOX_MEMORY_MB (%d), got %d", c.SandboxMemoryMB, c.MaxSandboxMemoryMB)
+	check(c.MaxSandboxCPUs == 0 || c.MaxSandboxCPUs >= c.SandboxCPUs, "MAX_SANDBOX_CPUS must be at least SANDBOX_CPUS (%g), got %g", c.SandboxCPUs, c.MaxSandboxCPUs)
 	check(c.SandboxCPUs > 0 && c.SandboxCPUs <= 64, "SANDBOX_CPUS must be above 0 and at most 64, got %g", c.SandboxCPUs)
 	check(c.SandboxPidsLimit >= 16, "SANDBOX_PIDS_LIMIT must be at least 16, got %d", c.SandboxPidsLimit)
 	check(c.SandboxTmpMB >= 1 && c.SandboxDataMB >= 1, "SANDBOX_TMP_MB and SANDBOX_DATA_MB must be at least 1")

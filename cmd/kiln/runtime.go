@@ -83,12 +83,7 @@ func (m *Main) newRuntime(ctx context.Context, frames sandbox.FrameLimits) (sand
 // spec is what a sandbox of image is, from the configuration, on every runtime.
 func (m *Main) spec(image string) sandbox.Spec {
 	c := m.cfg
-	// The warm heap is the REPL's, on top of the code's memory; a REPL started per
-	// execution would touch it on the request's own time, so it gets none.
-	warmHeap := max(c.SandboxWarmHeapMB, 0)
-	if !c.ReplEnabled {
-		warmHeap = 0
-	}
+	warmHeap := c.warmHeapMB()
 	return sandbox.Spec{
 		Image:     image,
 		Env:       sandboxEnv(c.PreloadModules, warmHeap, c.egressEnv(c.egress)...),
@@ -101,6 +96,15 @@ func (m *Main) spec(image string) sandbox.Spec {
 		PerCall:   !c.ReplEnabled,
 		Egress:    c.egress.On(),
 	}
+}
+
+// warmHeapMB is the REPL's warm heap, on top of the code's memory; a REPL started per
+// execution would touch it on the request's own time, so it gets none.
+func (c Config) warmHeapMB() int64 {
+	if !c.ReplEnabled {
+		return 0
+	}
+	return max(c.SandboxWarmHeapMB, 0)
 }
 
 // parseSelector reads KUBE_NODE_SELECTOR: "key=value" pairs, comma-separated.
