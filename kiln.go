@@ -38,7 +38,17 @@ type Error struct {
 	Message string
 	// RetryAfter, in seconds, is sent as Retry-After for unavailable and rate_limited.
 	RetryAfter int
+	// Quota names the per-caller quota the refusal is for (QuotaRate, ...), or "".
+	Quota string
 }
+
+// The per-caller quotas a refusal can be for (Error.Quota): kiln_quota_refusals_total's
+// kinds.
+const (
+	QuotaRate        = "rate"        // RATE_LIMIT_PER_MINUTE
+	QuotaConcurrency = "concurrency" // MAX_CONCURRENT_PER_KEY
+	QuotaStorage     = "storage"     // QUOTA_STORAGE_MB
+)
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 

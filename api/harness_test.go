@@ -208,6 +208,21 @@ type ObserverLog struct {
 	mu        sync.Mutex
 	seen      []Observed
 	forwarded []string
+	quotas    []string
+}
+
+// QuotaRefused implements Observer.
+func (o *ObserverLog) QuotaRefused(kind string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.quotas = append(o.quotas, kind)
+}
+
+// QuotasSeen returns the quota refusals observed, by kind, in order.
+func (o *ObserverLog) QuotasSeen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.quotas)
 }
 
 // Request implements Observer.

@@ -32,6 +32,7 @@ type reqInfo struct {
 	user      string // the user a verified token named; "" for an API key
 	tenant    string // the tenant a verified token named; "" for an API key
 	admin     bool   // the verified token has the ADMIN role
+	quota     string // the per-caller quota the answer refused the request for (kiln.Error.Quota)
 	poolWait  time.Duration
 	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
 	// runOver frees what the request holds of the caller's budget once its run is
@@ -129,6 +130,9 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				s.obs.Request(route, r.Method, status, d)
 				if how := ri.crossed(); how != "" {
 					s.obs.Forwarded(route, how)
+				}
+				if ri.quota != "" {
+					s.obs.QuotaRefused(ri.quota)
 				}
 			}
 		}()

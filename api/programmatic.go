@@ -119,7 +119,7 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	// from its start to its end, across the requests that drive it.
 	freeSlot, ok := s.limiter.acquire(key)
 	if !ok {
-		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1, Message: s.limiter.concurrencyMessage()})
+		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1, Message: s.limiter.concurrencyMessage(), Quota: kiln.QuotaConcurrency})
 		return
 	}
 	principal := caller(r, "").Principal()

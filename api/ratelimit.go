@@ -190,8 +190,9 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 		if ok, wait := s.limiter.allow(callerKey(r)); !ok {
 			writeError(w, r, &kiln.Error{
 				Code:       kiln.CodeRateLimited,
-				Message:    "too many requests for this API key; retry later",
+				Message:    fmt.Sprintf("rate quota: this caller made RATE_LIMIT_PER_MINUTE=%d requests in the last minute; retry later", s.limiter.cfg.PerMinute),
 				RetryAfter: retrySeconds(wait),
+				Quota:      kiln.QuotaRate,
 			})
 			return
 		}
@@ -209,7 +210,7 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 		release, ok := s.limiter.acquire(callerKey(r))
 		if !ok {
 			// Nobody knows when a run ends; a second is a polite first retry.
-			writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, Message: s.limiter.concurrencyMessage(), RetryAfter: 1})
+			writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, Message: s.limiter.concurrencyMessage(), RetryAfter: 1, Quota: kiln.QuotaConcurrency})
 			return
 		}
 		// The slot is free once the run is over, before the answer goes out (see

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
 )
 
@@ -172,6 +174,9 @@ func TestConcurrencyPerKey(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("second run of the same key: got %d Retry-After %q, want 429 with 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if got := obs.QuotasSeen(); !slices.Equal(got, []string{kiln.QuotaConcurrency}) {
+		t.Errorf("quota refusals observed %v, want one for concurrency", got)
 	}
 	go func() {
 		resp, err := post("key-b")

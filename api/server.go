@@ -30,6 +30,9 @@ type Observer interface {
 	// (sent to its owner), ForwardedIn (sent here by another replica) or PassedOver
 	// (its owner could not be reached: served here).
 	Forwarded(route, how string)
+	// QuotaRefused is told, after Request, of a request refused for a per-caller quota
+	// (kiln.QuotaRate, ...).
+	QuotaRefused(kind string)
 }
 
 // How a request crossed replicas (Observer.Forwarded).

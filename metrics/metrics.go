@@ -34,6 +34,7 @@ type Metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	forwards     *prometheus.CounterVec
+	quotas       *prometheus.CounterVec
 
 	egress      *prometheus.CounterVec // by decision
 	egressBytes *prometheus.CounterVec // by direction
@@ -89,6 +90,10 @@ func New() *Metrics {
 			"Requests that crossed replicas, by route pattern and how: to_owner (this replica sent it to the replica "+
 				"that holds its session or run), from_replica (another replica sent it here), owner_unreachable "+
 				"(the owner could not be reached, so this replica served it).", "route", "how"),
+		quotas: f.counterVec("kiln_quota_refusals_total",
+			"Requests refused for a per-caller quota, by kind: rate (RATE_LIMIT_PER_MINUTE), concurrency "+
+				"(MAX_CONCURRENT_PER_KEY), storage (QUOTA_STORAGE_MB). Live sessions ended for QUOTA_LIVE_SESSIONS "+
+				"are kiln_live_sessions_ended_total{reason=\"quota\"}.", "kind"),
 		egress: f.counterVec("kiln_egress_connections_total",
 			"Connections and plain HTTP requests from sandboxes through the egress proxy, by decision: allowed, or why "+
 				"they were refused or cut (off, host, address, metadata, connections, bytes, sni, ended, malformed, "+
@@ -134,6 +139,11 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	method = boundedMethod(method)
 	m.httpRequests.WithLabelValues(route, method, statusCode(status)).Inc()
 	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// QuotaRefused implements api.Observer: a request refused for a per-caller quota.
+func (m *Metrics) QuotaRefused(kind string) {
+	m.quotas.WithLabelValues(kind).Inc()
 }
 
 // Forwarded implements api.Observer: a request that crossed replicas.

@@ -49,7 +49,7 @@ func (s *Service) checkQuota(ctx context.Context, c Caller, adding, freed int64)
 	if used-freed+adding <= limit {
 		return nil
 	}
-	return &kiln.Error{Code: kiln.CodeTooLarge, Message: fmt.Sprintf(
+	return &kiln.Error{Code: kiln.CodeTooLarge, Quota: kiln.QuotaStorage, Message: fmt.Sprintf(
 		"storage quota exceeded: QUOTA_STORAGE_MB is %s for each caller, which stores %s already and would add %s; delete files or sessions to make room",
 		mb(limit), mb(used), mb(adding-freed))}
 }
