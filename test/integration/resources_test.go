@@ -1,48 +1,73 @@
 package integration
 
 import (
+	"fmt"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
-// readLimits prints the sandbox's cgroup limits, as the code inside sees them.
-const readLimits = "print(open('/sys/fs/cgroup/memory.max').read().strip(), open('/sys/fs/cgroup/cpu.max').read().strip())"
+// limits lists the memory (bytes) and CPU (NanoCpus) limits of the shared server's
+// sandboxes, as the daemon holds them, each "MEMORY NANOCPUS".
+func limits(t *testing.T) []string {
+	t.Helper()
+	ids, err := kilntest.Containers(srv.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, id := range ids {
+		got, err := kilntest.Docker("inspect", "--format", "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}", id)
+		if err != nil {
+			continue // removed since it was listed
+		}
+		out = append(out, strings.TrimSpace(got))
+	}
+	return out
+}
 
 // A request may ask for its sandbox's CPU and memory within the operator's bounds: on
-// Docker (runc) the warm sandbox is adjusted, and a live session's next call without them
-// gets the defaults back; past the bounds is a 400 naming them. Under gVisor and on
-// Kubernetes, where kiln does not resize a running sandbox, asking for other limits is a
-// 400 that says so.
+// Docker (runc) the warm sandbox is adjusted in place, a live session holds those limits
+// until its next call, which without them gets the defaults back; past the bounds is a
+// 400 naming them. Under gVisor and on Kubernetes, where kiln does not resize a running
+// sandbox, asking for other limits is a 400 that says so.
 func TestPerRequestResources(t *testing.T) {
+	const code = "import numpy as np\na = np.ones((1000, 1000))\nprint(a.sum())"
 	if kilntest.Runtime() != "runc" {
-		status, out := postExec(t, map[string]any{"code": "print(1)", "cpus": 0.5, "memory_mb": 192})
+		status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": 192})
 		if status != http.StatusBadRequest || !strings.Contains(out.Message, "resizes a running sandbox") {
 			t.Errorf("resources under %s: %d %q, want 400 saying the runtime does not resize", kilntest.Runtime(), status, out.Message)
 		}
 		return
 	}
-	base := run(t, map[string]any{"code": readLimits})
-	defMem, defCPU, ok := strings.Cut(strings.TrimSpace(base.Stdout), " ")
-	if !ok || base.Status != "ok" {
-		t.Fatalf("the default limits: %q %s", base.Stdout, kilntest.Str(base.Error))
+	defaults := limits(t)
+	if len(defaults) == 0 {
+		t.Fatal("no sandbox of the shared server")
 	}
-	status, out := postExec(t, map[string]any{"code": readLimits, "cpus": 0.5, "memory_mb": 192})
-	if status != http.StatusOK {
-		t.Fatalf("cpus 0.5, memory_mb 192: %d %s", status, out.Message)
+	def := defaults[0] // every warm sandbox has the pool's limits
+	var defMem int64
+	if _, err := fmt.Sscan(def, &defMem); err != nil {
+		t.Fatalf("limits %q: %v", def, err)
 	}
-	mem, cpu, _ := strings.Cut(strings.TrimSpace(out.Stdout), " ")
-	dm, _ := strconv.ParseInt(defMem, 10, 64)
-	if m, _ := strconv.ParseInt(mem, 10, 64); m != dm-(256-192)<<20 || cpu != "50000 100000" {
-		t.Errorf("limits %q %q, want memory %d (64 MB under the default %s) and cpu 50000 100000", mem, cpu, dm-(256-192)<<20, defMem)
+	resized := fmt.Sprintf("%d 500000000", defMem-(256-192)<<20)
+
+	status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": 192})
+	if status != http.StatusOK || out.Stdout != "1000000.0\n" {
+		t.Fatalf("cpus 0.5, memory_mb 192: %d %q %s", status, out.Stdout, out.Message)
 	}
-	// The session's next call, without resources, runs with the defaults again.
-	next := run(t, map[string]any{"session_id": out.SessionID, "code": readLimits})
-	if next.RuntimeStatus != "reused" || strings.TrimSpace(next.Stdout) != defMem+" "+defCPU {
-		t.Errorf("the live session's next call: %s %q, want reused with the defaults %s %s", next.RuntimeStatus, next.Stdout, defMem, defCPU)
+	// The session's sandbox stays live with the limits its call asked for.
+	if got := limits(t); !slices.Contains(got, resized) {
+		t.Errorf("the sandboxes' limits %v, want one of %s (the live session's, resized)", got, resized)
+	}
+	next := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)"})
+	if next.RuntimeStatus != "reused" || next.Stdout != "(1000, 1000)\n" {
+		t.Errorf("the live session's next call: %s %q", next.RuntimeStatus, next.Stdout)
+	}
+	if got := limits(t); slices.Contains(got, resized) {
+		t.Errorf("the sandboxes' limits %v after a call without resources, want the defaults (%s) back", got, def)
 	}
 	if status, out := postExec(t, map[string]any{"code": "print(1)", "memory_mb": 4096}); status != http.StatusBadRequest ||
 		!strings.Contains(out.Message, "MAX_SANDBOX_MEMORY_MB") {
