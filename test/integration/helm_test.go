@@ -31,7 +31,10 @@ func TestHelmChartInstalls(t *testing.T) {
 	}
 	kubectl := func(args ...string) string { t.Helper(); return mustKubectl(t, args...) }
 	chart := filepath.Join(kilntest.Root(), "deploy", "helm", "kiln")
-	helm("install", release, chart, "--namespace", ns, "--create-namespace", "--take-ownership", "--wait", "--timeout", "60s",
+	// As docs/operations.md says: the namespace first (Helm keeps its release record there),
+	// then the chart, which takes it over and labels it.
+	kubectl("create", "namespace", ns)
+	helm("install", release, chart, "--namespace", ns, "--take-ownership", "--wait", "--timeout", "60s",
 		"--set", "replicaCount=0", "--set", "auth.apiKeys={helm-test-key}", "--set", "sandbox.pools=python:1")
 	t.Cleanup(func() {
 		if out, err := kilntest.RunHelm(t, "uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s"); err != nil {

@@ -6,7 +6,7 @@ cannot be installed here; this is its request sequence, written from its documen
 
 usage: /usr/bin/python3 openwebui_flow.py BASE_URL TOKEN < code
 
-Prints {"stdout", "stderr", "result", "kernels_after"} as JSON: result holds each display's
+Prints {"stdout", "stderr", "result", "kernel", "kernels_after"} as JSON: result holds each display's
 PNG as a data: URL or its text/plain, as Open WebUI shows them.
 """
 
@@ -29,7 +29,7 @@ def main() -> None:
     code = sys.stdin.read()
     query = "?" + urllib.parse.urlencode({"token": token})
     kernel = json.loads(call("POST", base + "api/kernels" + query))["id"]
-    out = {"stdout": "", "stderr": "", "result": []}
+    out = {"stdout": "", "stderr": "", "result": [], "kernel": kernel}
     try:
         ws = websocket.create_connection(base.replace("http", "ws", 1) + f"api/kernels/{kernel}/channels" + query, timeout=60)
         msg_id = uuid.uuid4().hex
