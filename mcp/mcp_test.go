@@ -306,7 +306,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	cs := e.connect(t, testKey, nil)
 	waitRunning(t, e, cs)
 	res, _ := call[execOut](t, e.connect(t, testKey, nil), "execute", map[string]any{"code": "print x"})
-	if !res.IsError || !strings.Contains(text(res), "too many executions") {
+	if !res.IsError || !strings.Contains(text(res), "MAX_CONCURRENT_PER_KEY") {
 		t.Errorf("a second run over the limit = %s, want refused", text(res))
 	}
 	// Another key has its own slots.
