@@ -207,14 +207,27 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, k.model())
 }
 
-// add registers a kernel of c's for the session sid, or returns the one registered.
+// forgetAfter is how long a kernel with no connection and no cell may sit in the table
+// before add forgets it: a client that closed its page without shutting the kernel down
+// leaves no entry for ever. Its session stays (until the store's TTL), and its id still
+// reaches it (kernel reads it back), with its execution count from 0.
+const forgetAfter = time.Hour
+
+// add registers a kernel of c's for the session sid, or returns the one registered; it
+// first forgets the kernels idle past forgetAfter.
 func (h *Handler) add(id, sid string, c session.Caller) *kernel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if k, ok := h.kernels[id]; ok {
 		return k
 	}
-	k := &kernel{id: id, sid: sid, name: KernelName, caller: c, h: h, state: "idle", last: time.Now(), conns: map[*conn]bool{}}
+	now := time.Now()
+	for kid, k := range h.kernels {
+		if k.forgettable(now) {
+			delete(h.kernels, kid)
+		}
+	}
+	k := &kernel{id: id, sid: sid, name: KernelName, caller: c, h: h, state: "idle", last: now, conns: map[*conn]bool{}}
 	h.kernels[id] = k
 	return k
 }

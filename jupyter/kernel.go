@@ -52,6 +52,14 @@ func (k *kernel) model() model {
 		ExecutionState: k.state, Connections: len(k.conns)}
 }
 
+// forgettable reports whether the kernel has had no connection, no cell and no activity
+// for forgetAfter.
+func (k *kernel) forgettable(now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.conns) == 0 && k.running == "" && now.Sub(k.last) > forgetAfter
+}
+
 // touch sets the kernel's state and its last activity.
 func (k *kernel) touch(state string) {
 	k.mu.Lock()

@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/session"
 )
 
 func TestCutTraceback(t *testing.T) {
@@ -115,6 +117,27 @@ func TestKernelIDs(t *testing.T) {
 		"00000000-0000-0000-0000-00000000000g", "00000000-0000-0000-00000-0000000000a"} {
 		if sid, ok := sessionOf(bad); ok {
 			t.Errorf("sessionOf(%q) = %q", bad, sid)
+		}
+	}
+}
+
+// A kernel nobody connects to or runs cells in is forgotten by the table after a while
+// (its session stays, and its id still reaches it); one with a connection, or recent
+// activity, is kept.
+func TestIdleKernelsAreForgotten(t *testing.T) {
+	h := &Handler{kernels: map[string]*kernel{}}
+	old := h.add("k-old", "s-old", session.Caller{Key: "a"})
+	connected := h.add("k-conn", "s-conn", session.Caller{Key: "a"})
+	old.last = time.Now().Add(-2 * forgetAfter)
+	connected.last = old.last
+	connected.conns[&conn{}] = true
+	h.add("k-new", "s-new", session.Caller{Key: "a"})
+	if _, ok := h.kernels["k-old"]; ok {
+		t.Error("an idle kernel with no connection is still in the table")
+	}
+	for _, id := range []string{"k-conn", "k-new"} {
+		if _, ok := h.kernels[id]; !ok {
+			t.Errorf("kernel %s was forgotten", id)
 		}
 	}
 }
