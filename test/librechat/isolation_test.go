@@ -318,6 +318,25 @@ func TestResourceFilesStayInTenant(t *testing.T) {
 			t.Errorf("brief.md after bob's run: %q, want %q", dl.body, brief)
 		}
 	})
+
+	t.Run("bob reads the agent's files and does not delete them; alice, who uploaded them, does", func(t *testing.T) {
+		ref := refs["agent"]
+		targets := agent.Files[1].FileID
+		for _, path := range []string{"/files/" + ref.StorageSessionID + "/" + targets, "/sessions/" + ref.StorageSessionID + "/objects/" + targets} {
+			if a := send(t, http.MethodDelete, path+ref.query(), bob.auth(t), nil); a.status != http.StatusForbidden || a.errorCode() != "forbidden" {
+				t.Errorf("bob deletes the agent's file (%s): %d %s, want 403", path, a.status, a.body)
+			}
+		}
+		if got := fileNames(t, bob.auth(t), ref.StorageSessionID, ref.query()); !slices.Equal(got, []string{"brief.md", "data/targets.csv"}) {
+			t.Errorf("the agent's files after bob's deletes: %v", got)
+		}
+		if a := send(t, http.MethodDelete, "/files/"+ref.StorageSessionID+"/"+targets+ref.query(), alice.auth(t), nil); a.status != http.StatusNoContent {
+			t.Errorf("alice deletes the agent's file she uploaded: %d %s, want 204", a.status, a.body)
+		}
+		if got := fileNames(t, bob.auth(t), ref.StorageSessionID, ref.query()); !slices.Equal(got, []string{"brief.md"}) {
+			t.Errorf("the agent's files after alice's delete: %v, want brief.md", got)
+		}
+	})
 }
 
 func TestAPIKeyAlongsideTokens(t *testing.T) {

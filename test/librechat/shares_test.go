@@ -3,7 +3,9 @@ package librechat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,5 +66,36 @@ func TestOneUsersBurstCostsAnotherOneTurn(t *testing.T) {
 	wg.Wait()
 	if refused.Load() != 12 || retryAfter.Load() != 12 || aliceDone.Load() != 12 {
 		t.Errorf("alice: %d answered, %d refused (%d with Retry-After); want 12 and 12: her share is 12 at once", aliceDone.Load(), refused.Load(), retryAfter.Load())
+	}
+}
+
+// QUOTA_STORAGE_MB under LibreChat's tokens: alice's second 3 MB upload over a 5 MB quota
+// is refused with an error that names the quota, and bob, of the same tenant, is not
+// charged for hers.
+func TestStorageQuotaPerUser(t *testing.T) {
+	s, err := kilntest.Start(kilntest.Options{Key: apiKey, Env: []string{"POOL_SIZE=1", "DATA_DIR=" + t.TempDir(),
+		"API_KEYS=" + apiKey, "JWT_JWKS=" + jwks, "QUOTA_STORAGE_MB=5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	var csv bytes.Buffer
+	csv.WriteString("region,day,revenue_cents\\n")
+	for i := 0; csv.Len() < 3<<20; i++ {
+		fmt.Fprintf(&csv, "%s,2026-%02d-%02d,%d\\n", []string{"north", "south", "east", "west"}[i%4], 1+i%12, 1+i%28, 1000+i*37%90000)
+	}
+	file := namedFile{"sales.csv", csv.Bytes()}
+	uploadTo(t, s.URL, "/upload", alice.auth(t), nil, file)
+	a, _ := uploadAt(t, s.URL, "/upload", alice.auth(t), nil, file)
+	if a.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(a.body), "QUOTA_STORAGE_MB") {
+		t.Errorf("alice's second 3 MB: %d %s, want 413 naming QUOTA_STORAGE_MB", a.status, a.body)
+	}
+	uploadTo(t, s.URL, "/upload", bob.auth(t), nil, file)
+	metrics := sendTo(t, s.URL, http.MethodGet, "/metrics", platform(), nil)
+	if !strings.Contains(string(metrics.body), `kiln_quota_refusals_total{kind="storage"} 1`) {
+		t.Errorf("/metrics does not count the storage refusal once")
+	}
+	if a := sendTo(t, s.URL, http.MethodGet, "/metrics", alice.auth(t), nil); a.status != http.StatusForbidden {
+		t.Errorf("/metrics with alice's token: %d, want 403 (operators only)", a.status)
 	}
 }
