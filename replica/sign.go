@@ -84,36 +84,53 @@ func (f *Forwarder) Sign(out *http.Request, to string, body []byte) {
 }
 
 // Verify returns the replica that forwarded r, whose whole body is body; "" when r does
-// not claim to be forwarded, or claims it with the version 1 signature alone (a replica of
-// the version before), which Verify does not trust: such a request is served as one that
-// came straight from its caller, and the peer headers are taken off it. A claim whose
-// signature does not hold (another secret, no secret here, a time more than ClockSkew
-// away, another body, caller or receiver) or whose nonce came before is a *kiln.Error,
-// CodeUnauthorized, naming the claimed sender.
+// not claim to be forwarded, or claims it with a good version 1 signature alone (a
+// replica of the version before), which Verify does not trust with more: such a request
+// is served as one that came straight from its caller, and the peer headers are taken
+// off it. A claim whose signature does not hold (another secret, no secret here, a time
+// more than ClockSkew away, another body, caller or receiver) or whose nonce came before
+// is a *kiln.Error, CodeUnauthorized, naming the claimed sender.
 func (f *Forwarder) Verify(r *http.Request, body []byte) (from string, err error) {
 	from = r.Header.Get(PeerHeader)
 	if from == "" {
 		return "", nil
 	}
+	at, nonce := r.Header.Get(TimeHeader), r.Header.Get(NonceHeader)
+	sec, perr := strconv.ParseInt(at, 10, 64)
 	if r.Header.Get(Signature2Header) == "" {
+		v1, _ := hex.DecodeString(r.Header.Get(SignatureHeader))
+		want, _ := hex.DecodeString(signature(f.cfg.Secret, from, at, r.Method, r.URL.RequestURI()))
+		if !f.inTime(sec, perr) || !hmac.Equal(v1, want) {
+			return "", f.refused(from)
+		}
 		for _, h := range []string{PeerHeader, TimeHeader, NonceHeader, SignatureHeader} {
 			r.Header.Del(h)
 		}
 		return "", nil
 	}
-	at, nonce := r.Header.Get(TimeHeader), r.Header.Get(NonceHeader)
 	sig, _ := hex.DecodeString(r.Header.Get(Signature2Header))
-	sec, perr := strconv.ParseInt(at, 10, 64)
 	want, _ := hex.DecodeString(signatureV2(f.cfg.Secret, signed{from: from, to: f.instance, at: at, nonce: nonce,
 		method: r.Method, target: r.URL.RequestURI(), body: body, credential: credentialOf(r.Header)}))
-	skew := time.Since(time.Unix(sec, 0))
-	if len(f.cfg.Secret) == 0 || perr != nil || nonce == "" || skew > ClockSkew || skew < -ClockSkew || !hmac.Equal(sig, want) {
-		return "", kiln.Errorf(kiln.CodeUnauthorized, "the request claims to come from kiln replica %q, and its signature does not hold (PEER_SECRET differs, the clocks are more than %s apart, or it was changed on the way)", from, ClockSkew)
+	if !f.inTime(sec, perr) || nonce == "" || !hmac.Equal(sig, want) {
+		return "", f.refused(from)
 	}
 	if !f.nonces.fresh(nonce, time.Unix(sec, 0).Add(ClockSkew)) {
 		return "", kiln.Errorf(kiln.CodeUnauthorized, "the request claims to come from kiln replica %q, and it was received before: a replay is refused", from)
 	}
 	return from, nil
+}
+
+// inTime reports whether a claim can be checked at all: a secret here, and a signing time
+// (sec, read with perr) within ClockSkew of now.
+func (f *Forwarder) inTime(sec int64, perr error) bool {
+	skew := time.Since(time.Unix(sec, 0))
+	return len(f.cfg.Secret) > 0 && perr == nil && skew <= ClockSkew && skew >= -ClockSkew
+}
+
+// refused is the error of a claim to come from the replica from whose signature does not
+// hold.
+func (f *Forwarder) refused(from string) error {
+	return kiln.Errorf(kiln.CodeUnauthorized, "the request claims to come from kiln replica %q, and its signature does not hold (PEER_SECRET differs, the clocks are more than %s apart, or it was changed on the way)", from, ClockSkew)
 }
 
 // nonces remembers the nonces of the forwards a replica accepted, each until its

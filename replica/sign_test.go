@@ -126,6 +126,14 @@ func TestVerify(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a forged version 1 claim", func(t *testing.T) {
+		ts := strconv.FormatInt(now.Unix(), 10)
+		req := httptest.NewRequest(http.MethodPost, "/exec", nil)
+		req.Header = http.Header{PeerHeader: {"b"}, TimeHeader: {ts}, SignatureHeader: {strings.Repeat("0", 64)}}
+		if from, err := NewForwarder("a", Config{Secret: testSecret}).Verify(req, []byte(body)); err == nil {
+			t.Errorf("Verify = %q, nil; want a forged version 1 signature refused", from)
+		}
+	})
 	t.Run("the version before", func(t *testing.T) {
 		// A replica of the version before signs with version 1 alone: its request is served
 		// as one that came straight from its caller, with no peer header left on it.
