@@ -533,7 +533,7 @@ func (e *Executor) validateResources(req *Request) error {
 	}
 	l := e.limits
 	if !l.Resizable && (req.MilliCPU != 0 && req.MilliCPU != l.DefaultMilliCPU || req.MemoryMB != 0 && req.MemoryMB != l.DefaultMemoryMB) {
-		return kiln.Errorf(kiln.CodeInvalid, "cpus and memory_mb other than the sandboxes' own (%s CPUs, %d MB) need a runtime that resizes a running sandbox: Docker's (runc) or Kubernetes'", cpus(l.DefaultMilliCPU), l.DefaultMemoryMB)
+		return kiln.Errorf(kiln.CodeInvalid, "cpus and memory_mb other than the sandboxes' own (%s CPUs, %d MB) need a runtime that resizes a running sandbox: Docker's", cpus(l.DefaultMilliCPU), l.DefaultMemoryMB)
 	}
 	switch {
 	case req.MilliCPU < 0 || req.MilliCPU > 0 && req.MilliCPU < 100:

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -340,7 +339,7 @@ func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, er
 	}
 	changed, unwatch := c.watch(created.Name)
 	defer unwatch()
-	s := &Sandbox{name: created.Name, rt: c, milliCPU: spec.MilliCPU, memoryMB: spec.MemoryMB}
+	s := &Sandbox{name: created.Name, rt: c}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
@@ -595,67 +594,4 @@ func deniesAll(p *networkingv1.NetworkPolicy) bool {
 		out = out || t == networkingv1.PolicyTypeEgress
 	}
 	return in && out && len(p.Spec.Ingress) == 0 && len(p.Spec.Egress) == 0
-}
-
-// resizePoll is how often resize reads the Pod while the kubelet applies a resize.
-const resizePoll = 50 * time.Millisecond
-
-// resize sets the sandbox container's CPU limit and memory (its request and limit, which
-// kiln keeps equal) through the Pod's resize subresource, the CPU request kept at most
-// the limit, and waits within ctx until the kubelet reports the new limits applied. A
-// resize the node cannot give (PodResizePending) is an error.
-func (c *Runtime) resize(ctx context.Context, name string, milliCPU, memoryMB int64) error {
-	pods := c.cs.CoreV1().Pods(c.ns)
-	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("resize %s: %w", name, err)
-	}
-	cpu := *resource.NewMilliQuantity(milliCPU, resource.DecimalSI)
-	mem := *resource.NewQuantity(memoryMB<<20, resource.BinarySI)
-	ctr := &pod.Spec.Containers[0]
-	ctr.Resources.Limits[corev1.ResourceCPU], ctr.Resources.Limits[corev1.ResourceMemory] = cpu, mem
-	ctr.Resources.Requests[corev1.ResourceMemory] = mem
-	if req := ctr.Resources.Requests[corev1.ResourceCPU]; req.Cmp(cpu) > 0 {
-		ctr.Resources.Requests[corev1.ResourceCPU] = cpu
-	}
-	if _, err := pods.UpdateResize(ctx, name, pod, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("resize %s: %w", name, err)
-	}
-	tick := time.NewTicker(resizePoll)
-	defer tick.Stop()
-	for {
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("resize %s: %w", name, err)
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodResizePending && cond.Status == corev1.ConditionTrue {
-				return fmt.Errorf("resize %s: the node cannot give it now (%s: %s)", name, cond.Reason, cond.Message)
-			}
-		}
-		if applied(p, cpu, mem) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("resize %s: not applied in time: %w", name, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// applied reports whether the kubelet reports the sandbox container running with the
-// CPU and memory limits given, and no resize in progress.
-func applied(p *corev1.Pod, cpu, mem resource.Quantity) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodResizeInProgress && cond.Status == corev1.ConditionTrue {
-			return false
-		}
-	}
-	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil {
-		return false
-	}
-	got := p.Status.ContainerStatuses[0].Resources.Limits
-	c, m := got[corev1.ResourceCPU], got[corev1.ResourceMemory]
-	return c.Cmp(cpu) == 0 && m.Cmp(mem) == 0
 }

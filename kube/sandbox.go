@@ -16,8 +16,6 @@ type Sandbox struct {
 	name    string
 	rt      *Runtime
 	streams *execStreams
-	// milliCPU and memoryMB are the container's limits: the spec's, or Resize's since.
-	milliCPU, memoryMB int64
 
 	removeOnce sync.Once
 	removeErr  error
@@ -63,21 +61,6 @@ func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error
 			return -1, false, nil
 		}
 	}
-}
-
-var _ sandbox.Resizer = (*Sandbox)(nil)
-
-// Limits implements sandbox.Resizer.
-func (s *Sandbox) Limits() (milliCPU, memoryMB int64) { return s.milliCPU, s.memoryMB }
-
-// Resize implements sandbox.Resizer with the Pod's resize subresource (in-place
-// resizing, on by default since Kubernetes 1.33), and waits until the kubelet applied it.
-func (s *Sandbox) Resize(ctx context.Context, milliCPU, memoryMB int64) error {
-	if err := s.rt.resize(ctx, s.name, milliCPU, memoryMB); err != nil {
-		return err
-	}
-	s.milliCPU, s.memoryMB = milliCPU, memoryMB
-	return nil
 }
 
 // Remove ends the exec session and deletes the Pod with no grace. It is idempotent,

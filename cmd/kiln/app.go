@@ -491,9 +491,9 @@ func (m *Main) limits() executor.Limits {
 		DefaultMemoryMB: c.SandboxMemoryMB,
 		MaxMemoryMB:     c.MaxSandboxMemoryMB,
 		ExtraMemoryMB:   c.warmHeapMB(),
-		// Docker updates a running container's limits, Kubernetes resizes a Pod in
-		// place; gVisor's sandboxes are not resized here.
-		Resizable: c.Runtime == RuntimeKubernetes || c.Runtime == RuntimeDocker && c.SandboxRuntime != "runsc",
+		// Docker updates a running container's limits; gVisor's sandboxes and Pods are
+		// not resized here.
+		Resizable: c.Runtime == RuntimeDocker && c.SandboxRuntime != "runsc",
 	}
 }
 

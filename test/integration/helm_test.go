@@ -57,7 +57,6 @@ func TestHelmChartInstalls(t *testing.T) {
 		{"create", "pods", "", ns, "yes"},
 		{"watch", "pods", "", ns, "yes"},
 		{"create", "pods", "exec", ns, "yes"},
-		{"update", "pods", "resize", ns, "yes"},
 		{"get", "networkpolicies.networking.k8s.io", "", ns, "yes"},
 		{"get", "secrets", "", ns, "no"},
 		{"create", "pods", "attach", ns, "no"},

@@ -35,7 +35,6 @@ func TestShippedManifests(t *testing.T) {
 		{"create", "pods", "", "kiln", "yes"},
 		{"delete", "pods", "", "kiln", "yes"},
 		{"create", "pods", "exec", "kiln", "yes"},
-		{"update", "pods", "resize", "kiln", "yes"},
 		{"get", "networkpolicies.networking.k8s.io", "", "kiln", "yes"},
 		{"get", "pods", "log", "kiln", "no"},
 		{"create", "pods", "attach", "kiln", "no"},

@@ -7,14 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
-// limits lists the memory (bytes) and CPU (nanocores) limits of the shared server's
-// sandboxes, each "MEMORY NANOCPUS": as the daemon holds them, or on Kubernetes as the
-// kubelet reports them applied to the running container.
+// limits lists the memory (bytes) and CPU (NanoCpus) limits of the shared server's
+// sandboxes, as the daemon holds them, each "MEMORY NANOCPUS".
 func limits(t *testing.T) []string {
 	t.Helper()
 	ids, err := kilntest.Containers(srv.Instance)
@@ -23,15 +20,6 @@ func limits(t *testing.T) []string {
 	}
 	var out []string
 	for _, id := range ids {
-		if kilntest.OnKubernetes() {
-			var pod corev1.Pod
-			if err := kilntest.KubePod(id, &pod); err != nil || len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].Resources == nil {
-				continue // removed since it was listed, or not running yet
-			}
-			l := pod.Status.ContainerStatuses[0].Resources.Limits
-			out = append(out, fmt.Sprintf("%d %d", l.Memory().Value(), l.Cpu().MilliValue()*1e6))
-			continue
-		}
 		got, err := kilntest.Docker("inspect", "--format", "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}", id)
 		if err != nil {
 			continue // removed since it was listed
@@ -42,13 +30,13 @@ func limits(t *testing.T) []string {
 }
 
 // A request may ask for its sandbox's CPU and memory within the operator's bounds: on
-// Docker (runc) and Kubernetes the warm sandbox is adjusted in place (docker update, the
-// Pod's resize), a live session holds those limits until its next call, which without
-// them gets the defaults back; past the bounds is a 400 naming them. Under gVisor, where
-// kiln does not resize a running sandbox, asking for other limits is a 400 that says so.
+// Docker (runc) the warm sandbox is adjusted in place, a live session holds those limits
+// until its next call, which without them gets the defaults back; past the bounds is a
+// 400 naming them. Under gVisor and on Kubernetes, where kiln does not resize a running
+// sandbox, asking for other limits is a 400 that says so.
 func TestPerRequestResources(t *testing.T) {
 	const code = "import numpy as np\na = np.ones((1000, 1000))\nprint(a.sum())"
-	if kilntest.Runtime() == "runsc" {
+	if kilntest.Runtime() != "runc" {
 		status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": 192})
 		if status != http.StatusBadRequest || !strings.Contains(out.Message, "resizes a running sandbox") {
 			t.Errorf("resources under %s: %d %q, want 400 saying the runtime does not resize", kilntest.Runtime(), status, out.Message)
