@@ -261,28 +261,67 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		cred, err := credential(r)
-		if err != nil {
+		id, err := s.identify(r)
+		switch {
+		case err != nil:
 			writeError(w, r, err)
-			return
-		}
-		ri := info(r)
-		if s.tokens != nil && looksSigned(cred) {
-			p, err := s.tokens.Verify(cred)
-			if err == nil {
-				ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
-				ri.admin = strings.EqualFold(p.Role, AdminRole)
-				ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
-				next.ServeHTTP(w, r)
-				return
-			}
-			ri.log.Info("token refused", "err", err)
-		} else if owner, ok := s.keys.match(cred); ok {
-			ri.owner = owner
+		case id.kind == byKey || id.kind == byToken:
 			next.ServeHTTP(w, r)
-			return
+		default:
+			unauthorized(w, r)
 		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-		writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key or token"))
 	})
+}
+
+// How identify found a request's caller.
+const (
+	byNothing  = iota // no credential, or one that matched nothing
+	byKey             // one of API_KEYS
+	byToken           // a verified signed token
+	byAdminKey        // one of ADMIN_KEYS and not of API_KEYS
+)
+
+// identity is who a request's credential names.
+type identity struct {
+	kind  int
+	admin bool // an operator: one of ADMIN_KEYS, or a token with the ADMIN role
+}
+
+// identify reads r's credential, as requireKey and requireOperator both need it, and
+// records its owner in r's info. A credential that matches nothing is byNothing (a refused
+// token's reason goes to the log); err is a malformed one.
+func (s *Server) identify(r *http.Request) (identity, error) {
+	cred, err := credential(r)
+	if err != nil || cred == "" {
+		return identity{}, err
+	}
+	ri := info(r)
+	if s.tokens != nil && looksSigned(cred) {
+		p, err := s.tokens.Verify(cred)
+		if err != nil {
+			ri.log.Info("token refused", "err", err)
+			return identity{}, nil
+		}
+		ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
+		ri.admin = strings.EqualFold(p.Role, AdminRole)
+		ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
+		return identity{kind: byToken, admin: ri.admin}, nil
+	}
+	adminOwner, admin := s.admins.match(cred)
+	if owner, ok := s.keys.match(cred); ok {
+		ri.owner = owner
+		return identity{kind: byKey, admin: admin}, nil
+	}
+	if admin {
+		ri.owner = adminOwner
+		return identity{kind: byAdminKey, admin: true}, nil
+	}
+	return identity{}, nil
+}
+
+// unauthorized is the one answer to a missing or invalid credential: why goes to the log,
+// never to the client.
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+	writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key or token"))
 }

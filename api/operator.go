@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -44,42 +43,19 @@ func (s *Server) requireAdminKey(next http.Handler) http.Handler {
 // operatorOnly serves next to an operator's credential: 401 for none or a wrong one,
 // 403 for a valid one that is not an operator's.
 func (s *Server) operatorOnly(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	cred, err := credential(r)
-	if err != nil {
+	id, err := s.identify(r)
+	switch {
+	case err != nil:
 		writeError(w, r, err)
-		return
+	case id.admin, id.kind == byKey && !s.admins.Enabled():
+		next.ServeHTTP(w, r)
+	case id.kind == byToken:
+		writeError(w, r, kiln.Errorf(kiln.CodeForbidden, "operators only: %s needs an admin key (ADMIN_KEYS) or a token with the %s role", r.URL.Path, AdminRole))
+	case id.kind == byKey:
+		writeError(w, r, kiln.Errorf(kiln.CodeForbidden, "operators only: %s needs one of ADMIN_KEYS", r.URL.Path))
+	default:
+		unauthorized(w, r)
 	}
-	ri := info(r)
-	if cred != "" {
-		if owner, ok := s.admins.match(cred); ok {
-			ri.owner = owner
-			next.ServeHTTP(w, r)
-			return
-		}
-		if s.tokens != nil && looksSigned(cred) {
-			p, err := s.tokens.Verify(cred)
-			if err == nil {
-				if strings.EqualFold(p.Role, AdminRole) {
-					ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
-					next.ServeHTTP(w, r)
-					return
-				}
-				writeError(w, r, kiln.Errorf(kiln.CodeForbidden, "operators only: %s needs an admin key (ADMIN_KEYS) or a token with the %s role", r.URL.Path, AdminRole))
-				return
-			}
-			ri.log.Info("token refused", "err", err)
-		} else if owner, ok := s.keys.match(cred); ok {
-			if !s.admins.Enabled() {
-				ri.owner = owner
-				next.ServeHTTP(w, r)
-				return
-			}
-			writeError(w, r, kiln.Errorf(kiln.CodeForbidden, "operators only: %s needs one of ADMIN_KEYS", r.URL.Path))
-			return
-		}
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-	writeError(w, r, kiln.Errorf(kiln.CodeUnauthorized, "missing or invalid API key or token"))
 }
 
 // Monitoring is what METRICS_LISTEN_ADDR serves: /metrics, /stats, /health/detailed and

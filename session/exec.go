@@ -123,7 +123,6 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		defer release()
 	}
 	run := s.prepare(sess, &req)
-	run.owner = c.Principal()
 	if run.bound == nil && sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -33,7 +33,6 @@ type liveRun struct {
 	live   bool
 	bound  *binding
 	status string
-	owner  string // whose share a sandbox it keeps counts against: the caller's principal
 }
 
 // held is what the call's sandbox holds of the session's files already.
@@ -122,7 +121,7 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 		if sb == nil {
 			return
 		}
-		b = &binding{Session: out.Session.ID, Sandbox: sb, Owner: run.owner}
+		b = &binding{Session: out.Session.ID, Sandbox: sb, Owner: req.Owner} // its caller's share
 	}
 	files := maps.Clone(ids)
 	if b.Files != nil {
