@@ -113,6 +113,35 @@ class OutputsTest(ReplTestCase):
         self.assertEqual(result["outputs"][0]["data"].keys(), {"text/plain"})
         self.assertIn("text/html left out", result["stderr"])
 
+    def test_real_data_a_wide_table_a_fitted_model_and_an_array(self) -> None:
+        # Real data, not toy values: a 2000-row DataFrame whose HTML is past 64 KiB (pandas
+        # truncates its repr, so the whole table is shown with to_html), a fitted
+        # scikit-learn model (which has its own _repr_html_), and a NumPy array past 64 KiB,
+        # whose last value is its text alone; the names stay for the next cell.
+        repl = self.start()
+        code = ("import numpy as np, pandas as pd\n"
+                "from IPython.display import display, HTML\n"
+                "from sklearn.linear_model import LogisticRegression\n"
+                "rng = np.random.default_rng(7)\n"
+                "df = pd.DataFrame({'x': rng.normal(size=2000), 'y': rng.integers(0, 2, 2000)})\n"
+                "display(HTML(df.to_html()))\n"
+                "model = LogisticRegression().fit(df[['x']], df.y)\n"
+                "display(model)\n"
+                "arr = rng.normal(size=(300, 300))\n"
+                "arr")
+        result = repl.run(code)
+        self.assertOk(result)
+        self.assertEqual(kinds(result), ["display_data", "display_data", "execute_result"])
+        table, fitted, last = (item["data"] for item in result["outputs"])
+        self.assertGreater(len(table["text/html"]), 64 << 10)
+        self.assertEqual(table["text/html"].count("<tr"), 2001)
+        self.assertIn("LogisticRegression", fitted["text/plain"])
+        self.assertIn("LogisticRegression", fitted.get("text/html", ""))
+        self.assertEqual(last.keys(), {"text/plain"})
+        self.assertTrue(last["text/plain"].startswith("array(["))
+        again = repl.run("print(arr.nbytes > 64 << 10, round(model.score(df[['x']], df.y), 1) >= 0.3)")
+        self.assertEqual(again["stdout"], "True True\n")
+
     def test_bash_and_none_have_no_outputs(self) -> None:
         repl = self.start()
         self.assertEqual(repl.run("echo hi", lang="bash")["outputs"], [])
