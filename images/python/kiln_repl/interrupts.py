@@ -21,6 +21,7 @@ import types
 from typing import Iterator, NoReturn
 
 CANCELLED_EXIT_CODE = 130
+RESIGNAL_AFTER = 0.2  # seconds before an interrupt sent as a program started is sent again
 
 
 class Interrupter:
@@ -36,6 +37,7 @@ class Interrupter:
         self._cell: tuple[types.CodeType, ...] = ()
         self._shields = 0
         self.interrupted = False  # the run's code was interrupted: the run ends as cancelled
+        self.resignal_after = RESIGNAL_AFTER
 
     def install(self) -> None:
         """Installs the SIGINT handler, again before every run: user code may have replaced it
@@ -106,6 +108,16 @@ class Interrupter:
         with self._lock:
             self._group = pid
             if self._wanted:
+                self._signal_group()
+                # A program that is just starting can lose the signal (bash forking its first
+                # command): the group gets it once more if it still runs a moment later.
+                again = threading.Timer(self.resignal_after, self._signal_again, [pid])
+                again.daemon = True
+                again.start()
+
+    def _signal_again(self, pid: int) -> None:
+        with self._lock:
+            if self._group == pid:
                 self._signal_group()
 
     def program_ended(self) -> None:

@@ -105,6 +105,26 @@ class InterrupterTest(unittest.TestCase):
                 self.assertTrue(self.interrupter.interrupted)
                 self.interrupter.finish()
 
+    def test_a_program_that_lost_the_interrupt_as_it_started_gets_it_again(self) -> None:
+        self.interrupter.resignal_after = 1.0
+        self.interrupter.accept("b1", "bash")
+        self.interrupter.interrupt("b1")
+        # The program ignores SIGINT until told to go on: the first signal is lost, as it is
+        # when it lands while bash forks its first command.
+        child = subprocess.Popen(["bash", "-c", "trap '' INT; echo ready; read go; trap - INT; sleep 30; echo never"],
+                                 start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert child.stdin is not None and child.stdout is not None
+        self.assertEqual(child.stdout.readline(), b"ready\n")
+        self.interrupter.program_started(child.pid)
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        started = time.monotonic()
+        out, _ = child.communicate(timeout=10)
+        self.interrupter.program_ended()
+        self.assertEqual((child.returncode, out), (-signal.SIGINT, b""))
+        self.assertGreater(time.monotonic() - started, 0.5, "ended by the second signal, not the first")
+        self.interrupter.finish()
+
 
 if __name__ == "__main__":
     unittest.main()
