@@ -20,7 +20,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(kilntest.Main(m, kilntest.Options{Key: keyA, Env: []string{
 		"POOL_SIZE=2", "TIMEOUT_GRACE_MS=1000", "SANDBOX_MEMORY_MB=256", "SANDBOX_DATA_MB=64",
-		"QUEUE_TIMEOUT_SECONDS=90", "MAX_QUEUE=16", "API_KEYS=" + keyA + "," + keyB,
+		"QUEUE_TIMEOUT_SECONDS=90", "MAX_QUEUE=16", "API_KEYS=" + keyA + "," + keyB, "MAX_SANDBOX_MEMORY_MB=1024",
 	}}, &srv))
 }
 

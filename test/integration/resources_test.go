@@ -86,3 +86,28 @@ func postExec(t *testing.T, body map[string]any) (int, kilntest.ExecResponse) {
 	}
 	return resp.StatusCode, out
 }
+
+// Capturing a live session's state never takes its sandbox over its memory: with 240 MB of
+// floats in a 768 MB sandbox whose REPL holds about 230 MB of its own, a capture that held
+// the pickle beside the compressed frame (as kiln's did) needed about 940 MB and ended the
+// call as oom. Streamed, it holds the frame up to the 64 MB cap, names what it left out,
+// and the session goes on live with the array.
+func TestACaptureNeverTakesTheSandboxOverItsMemory(t *testing.T) {
+	if kilntest.Runtime() != "runc" {
+		return // memory_mb is refused there (TestPerRequestResources)
+	}
+	const code = "import numpy as np\nbig = np.random.default_rng(0).random(30_000_000)\nlabel = 'floats'\nprint(big.nbytes)"
+	status, out := postExec(t, map[string]any{"code": code, "memory_mb": 768})
+	if status != http.StatusOK || out.Status != "ok" || out.Stdout != "240000000\n" {
+		t.Fatalf("240 MB of floats in 768 MB: %d %s %q %s", status, out.Status, out.Stdout, out.Message)
+	}
+	if out.StateError == nil || !strings.Contains(*out.StateError, "kept only while the session is live") ||
+		!strings.Contains(*out.StateError, "big (") {
+		t.Errorf("state_error %v, want big named as kept only while the session is live", out.StateError)
+	}
+	next := run(t, map[string]any{"session_id": out.SessionID, "memory_mb": 768,
+		"code": "print(big.shape, round(float(big.mean()), 2), label)"})
+	if next.Status != "ok" || next.RuntimeStatus != "reused" || next.Stdout != "(30000000,) 0.5 floats\n" {
+		t.Errorf("the next call: %s %s %q", next.Status, next.RuntimeStatus, next.Stdout)
+	}
+}

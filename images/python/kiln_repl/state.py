@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import builtins
 import functools
+import hashlib
 import importlib
-import io
 import pickle
 import sys
 import types
@@ -110,13 +110,79 @@ def pickler_class() -> type:
 
 
 class TooLarge(Exception):
-    """The pickle grew past its cap."""
+    """The state grew past a cap: its pickle (max_raw) or, compressed, its frame (max_bytes)."""
+
+    def __init__(self, compressed: bool = False) -> None:
+        super().__init__("compressed" if compressed else "before compression")
+        self.compressed = compressed
+
+
+class StateWriter:
+    """The file the pickler writes a state into. It never holds the pickle: each chunk is
+    counted against max_raw, added to the digest once the names begin (start_names), and fed
+    to an LZ4 frame compressor whose output is kept, up to max_bytes. So a capture holds the
+    compressed state and the chunk in hand, never the pickle beside it, and stops as soon as
+    either cap is passed. keep=False counts and compresses without keeping (a size only).
+    Pickle protocol 5 hands it buffers of 64 KiB and more as PickleBuffer objects, which have
+    a size but no len()."""
+
+    SLICE = 1 << 20  # what the compressor takes at a time: its output is never a whole array
+
+    def __init__(self, max_raw: int, max_bytes: int | None = None, compress: bool = True,
+                 keep: bool = True) -> None:
+        import lz4.frame
+
+        self.max_raw, self.max_bytes, self.keep = max_raw, max_bytes, keep
+        self.raw = 0  # bytes of pickle written
+        self.size = 0  # bytes of compressed frame made
+        self.digest: hashlib._Hash | None = None
+        self.out = bytearray()
+        self.compressor = lz4.frame.LZ4FrameCompressor() if compress else None
+        if self.compressor is not None:
+            self._add(self.compressor.begin())
+
+    def start_names(self) -> None:
+        self.digest = hashlib.sha256()
+
+    def write(self, chunk: Any) -> int:
+        with memoryview(chunk) as view:
+            size = view.nbytes
+            self.raw += size
+            if self.raw > self.max_raw:
+                raise TooLarge
+            if self.digest is not None:
+                self.digest.update(view)
+            if self.compressor is not None:
+                with view.cast("B") as flat:
+                    for at in range(0, size, self.SLICE):
+                        self._add(self.compressor.compress(flat[at:at + self.SLICE]))
+        return size
+
+    def finish(self) -> bytes:
+        """Ends the frame; returns the names' digest."""
+        if self.compressor is not None:
+            self._add(self.compressor.flush())
+        return b"" if self.digest is None else self.digest.digest()
+
+    def _add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.max_bytes is not None and self.size > self.max_bytes:
+            raise TooLarge(compressed=True)
+        if self.keep:
+            self.out += data
+
+
+def pickle_bounded(value: Any, cap: int, namespace: dict[str, Any] | None = None) -> bytearray:
+    """The pickle of value as a session keeps it; raises TooLarge past cap bytes. For values
+    of known small size (tests, and what is not a state)."""
+    out = BoundedBuffer(cap)
+    with main_module_hidden():
+        pickler_class()(out, {} if namespace is None else namespace).dump(value)
+    return out.data
 
 
 class BoundedBuffer:
-    """A file for the pickler that refuses to grow past cap bytes, so that a state too large
-    to keep is never held whole. Pickle protocol 5 hands it buffers of 64 KiB and more as
-    PickleBuffer objects, which have a size but no len()."""
+    """A file that holds what is written to it and refuses to grow past cap bytes."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -131,14 +197,9 @@ class BoundedBuffer:
         return size
 
 
-def pickle_bounded(value: Any, cap: int, namespace: dict[str, Any] | None = None,
-                   out: BoundedBuffer | None = None) -> bytearray:
-    """The pickle of value as a session keeps it; raises TooLarge past cap bytes. With out,
-    the pickle is added to what out holds (and counts against its cap)."""
-    out = out or BoundedBuffer(cap)
+def pickle_into(value: Any, out: Any, namespace: dict[str, Any]) -> None:
     with main_module_hidden():
-        pickler_class()(out, {} if namespace is None else namespace).dump(value)
-    return out.data
+        pickler_class()(out, namespace).dump(value)
 
 
 class main_module_hidden:
@@ -158,12 +219,14 @@ class main_module_hidden:
 
 @dataclass
 class Loaded:
-    """A state as it was loaded, for capture_state to tell an unchanged one: its header, and
-    its names' pickle. The header is compared by value: its pickle depends on which equal
-    strings happen to be one object, which differs from one process to the next."""
+    """A state as it was loaded or captured, for capture_state to tell an unchanged one: its
+    header, and the SHA-256 of its names' pickle (the pickle itself is not kept: in a live
+    session it would double what the state costs in memory). The header is compared by
+    value: its pickle depends on which equal strings happen to be one object, which differs
+    from one process to the next."""
 
     header: dict[str, Any]
-    names: bytes | memoryview
+    digest: bytes
 
 
 @dataclass
@@ -181,11 +244,8 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
                   packages: Packages | None = None) -> Restored:
     """Puts a state back into namespace: its settings, the packages the session installed (with
     packages, the session's place for them), its modules and names."""
-    import lz4.frame
-
     try:
-        pickled: bytes = lz4.frame.decompress(blob)
-        stream = io.BytesIO(pickled)
+        stream = FrameReader(blob)
         first = pickle.load(stream)
     except Exception as exc:
         return Restored(None, [f"state could not be restored: {describe_exception(exc)}"])
@@ -211,7 +271,7 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
             pass  # a submodule that no longer imports: what uses it will say so
     snapshot = None
     if names is None:
-        names_at = stream.tell()
+        stream.start_names()
         try:
             names = pickle.load(stream)
             if not isinstance(names, dict):
@@ -221,12 +281,74 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
             namespace["__builtins__"] = builtins
             return Restored(None, notes + [f"state could not be restored: {describe_exception(exc)}; lost: {lost}"],
                             imports)
-        snapshot = Loaded(header, memoryview(pickled)[names_at:])
+        snapshot = Loaded(header, stream.digest.digest() if stream.digest is not None else b"")
     namespace.update(names)
     namespace["__builtins__"] = builtins  # a restored function sets it to the builtins' dict
     for name in header.get("deleted", []):
         namespace.pop(name, None)
     return Restored(snapshot, notes + settings.apply(saved, late=True), imports)
+
+
+class FrameReader:
+    """A state's LZ4 frame as a file the unpickler reads, decompressed as it is read: a
+    restore holds the blob, what is being unpickled and a chunk, never the whole pickle. Once
+    the names begin (start_names), what is read is digested, as the capture digested it."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, blob: bytes | memoryview) -> None:
+        import lz4.frame
+
+        self.blob = memoryview(blob)
+        self.at = 0
+        self.buffer = bytearray()
+        self.decompressor = lz4.frame.LZ4FrameDecompressor()
+        self.digest: hashlib._Hash | None = None
+
+    def start_names(self) -> None:
+        self.digest = hashlib.sha256()
+
+    def _fill(self, size: int) -> None:
+        while len(self.buffer) < size and not self.decompressor.eof:
+            if self.decompressor.needs_input:
+                if self.at >= len(self.blob):
+                    raise EOFError("the state's frame ends early")
+                chunk, self.at = self.blob[self.at:self.at + self.CHUNK], self.at + self.CHUNK
+                self.buffer += self.decompressor.decompress(chunk, max_length=self.CHUNK)
+            else:
+                self.buffer += self.decompressor.decompress(b"", max_length=self.CHUNK)
+
+    def read(self, size: int = -1) -> bytes:
+        self._fill(size if size >= 0 else sys.maxsize)
+        with memoryview(self.buffer) as held:
+            data = bytes(held[:size] if size >= 0 else held)
+        del self.buffer[:len(data)]
+        if self.digest is not None:
+            self.digest.update(data)
+        return data
+
+    def readinto(self, target: Any) -> int:
+        """Fills target a chunk at a time: a large array's bytes are never held twice."""
+        done = 0
+        with memoryview(target) as whole, whole.cast("B") as view:
+            while done < len(view):
+                self._fill(min(len(view) - done, self.CHUNK))
+                size = min(len(view) - done, len(self.buffer))
+                if size == 0:
+                    break
+                with memoryview(self.buffer) as held:
+                    view[done:done + size] = held[:size]
+                if self.digest is not None:
+                    self.digest.update(view[done:done + size])
+                del self.buffer[:size]
+                done += size
+        return done
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buffer and not self.decompressor.eof:
+            self._fill(len(self.buffer) + 1)
+        end = self.buffer.find(b"\n") + 1 or len(self.buffer)
+        return self.read(end)
 
 
 def import_modules(modules: dict[str, str], namespace: dict[str, Any]) -> list[str]:
@@ -253,9 +375,9 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     `import a.b` statements named: those under a bound module are imported again on restore.
     live says the namespace goes on serving its session: what is left out stays there, and
     the notes say "kept only while the session is live" rather than "not kept". installed, when
-    the session may install packages, adds what it installed to the header."""
-    import lz4.frame
-
+    the session may install packages, adds what it installed to the header.
+    A capture holds at most the compressed state (max_bytes) beside the namespace: the pickle is
+    compressed and digested as it is written (StateWriter), and sizes are measured the same way."""
     left_out = "kept only while the session is live" if live else "not kept"
     names, modules, notes = split_namespace(namespace, untouched, left_out)
     packages = {module_name.partition(".")[0] for module_name in modules.values()}
@@ -272,51 +394,49 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     if not (names or modules or header["settings"] or header["deleted"] or "packages" in header):
         return None, notes, None  # nothing to keep: no state (the host drops the session's)
     try:
-        pickled, names_at = encode(header, names, namespace, max_raw)
-    except Exception:  # too large, or a name that does not pickle: each name on its own tells
-        sizes, unpicklable = measure(names, namespace, max_raw)
+        blob, digest = encode(header, names, namespace, max_raw, max_bytes)
+    except Exception as first:  # too large, or a name that does not pickle: each name on its own tells
+        compressed = isinstance(first, TooLarge) and first.compressed
+        sizes, unpicklable = measure(names, namespace, max_raw, compressed)
         if unpicklable:
             notes.append(f"{left_out} (unpicklable): " + ", ".join(unpicklable))
         try:
             try:
-                pickled, names_at = encode(header, names, namespace, max_raw)
-            except TooLarge:
-                (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_raw, left_out)
+                blob, digest = encode(header, names, namespace, max_raw, max_bytes)
+            except TooLarge as exc:
+                if exc.compressed and not compressed:  # under the raw cap, over the compressed one
+                    sizes, compressed = measure(names, namespace, max_raw, True)[0], True
+                (blob, digest), dropped = shrink(header, names, namespace, max_raw, max_bytes, sizes, left_out,
+                                                 compressed)
                 notes.append(dropped)
         except Exception as exc:
             return None, notes + [f"state could not be saved: {describe_exception(exc)}"], None
     full_header = {**header, "names": sorted(names)}
-    if restored is not None and restored.names == memoryview(pickled)[names_at:] and restored.header == full_header:
-        return UNCHANGED, notes, restored  # compressing it again would only make the same blob
-    compressed: bytes = lz4.frame.compress(pickled)
-    if len(compressed) > max_bytes:
-        sizes = compressed_sizes(names, namespace, max_raw)
-        (pickled, names_at), dropped = shrink(header, names, namespace, max_raw, sizes, max_bytes, left_out,
-                                              compressed=True)
-        notes.append(dropped)
-        compressed = lz4.frame.compress(pickled)
-        full_header = {**header, "names": sorted(names)}
-    return compressed, notes, Loaded(full_header, memoryview(pickled)[names_at:])
+    if restored is not None and restored.digest == digest and restored.header == full_header:
+        return UNCHANGED, notes, restored  # the host holds this state already
+    return blob, notes, Loaded(full_header, digest)
 
 
 def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any],
-           max_raw: int) -> tuple[bytearray, int]:
-    """The header's pickle, then the names' pickle, in one buffer of at most max_raw bytes;
-    returns it and where the names' pickle starts."""
-    out = BoundedBuffer(max_raw)
-    pickle_bounded({**header, "names": sorted(names)}, max_raw, namespace, out)
-    names_at = len(out.data)
-    return pickle_bounded(names, max_raw, namespace, out), names_at
+           max_raw: int, max_bytes: int) -> tuple[bytes, bytes]:
+    """The state's LZ4 frame (the header's pickle, then the names' pickle), made as the pickles
+    are written, and the digest of the names' pickle. Raises TooLarge past max_raw bytes of
+    pickle or max_bytes of frame, having held at most max_bytes."""
+    out = StateWriter(max_raw, max_bytes)
+    pickle_into({**header, "names": sorted(names)}, out, namespace)
+    out.start_names()
+    pickle_into(names, out, namespace)
+    digest = out.finish()
+    return out.out, digest  # bytes, as far as any reader of it is concerned
 
 
 def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any], max_raw: int,
-           sizes: dict[str, int], cap: int, left_out: str,
-           compressed: bool = False) -> tuple[tuple[bytearray, int], str]:
-    """Drops names from names, the largest first (by sizes), until the state fits in cap bytes
-    (its pickle, or compressed its LZ4 frame); returns the pickle as encode does and a note
-    that names each dropped one with its size."""
-    import lz4.frame
-
+           max_bytes: int, sizes: dict[str, int], left_out: str,
+           compressed: bool = False) -> tuple[tuple[bytes, bytes], str]:
+    """Drops names from names, the largest first (by sizes: of their pickle, or compressed of
+    their frame), until the state fits both caps; returns what encode returns and a note that
+    names each dropped one with its size."""
+    cap = max_bytes if compressed else max_raw
     # The history goes before a user's name of the same size: it is often the same object.
     order = sorted(names, key=lambda name: (sizes.get(name, 0), name in HISTORY), reverse=True)
     total = sum(sizes.get(name, 0) for name in names)
@@ -324,9 +444,8 @@ def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
     while True:
         if total <= cap or not order:
             try:
-                encoded = encode(header, names, namespace, max_raw)
-                if not compressed or len(lz4.frame.compress(encoded[0])) <= cap or not order:
-                    break
+                encoded = encode(header, names, namespace, max_raw, max_bytes)
+                break
             except TooLarge:
                 if not order:
                     raise
@@ -339,32 +458,25 @@ def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
     return encoded, f"{left_out} (over the state limit of {human_size(cap)} {kind}): {shown}"
 
 
-def measure(names: dict[str, Any], namespace: dict[str, Any], max_raw: int) -> tuple[dict[str, int], list[str]]:
-    """Pickles each name on its own: returns the sizes (max_raw + 1 for one over the cap
-    alone) and removes from names those that do not pickle, returned as "name (type)"."""
+def measure(names: dict[str, Any], namespace: dict[str, Any], max_raw: int,
+            compressed: bool = False) -> tuple[dict[str, int], list[str]]:
+    """Pickles each name on its own, keeping nothing: returns the sizes (of the pickle, or
+    compressed of its LZ4 frame; max_raw + 1 for one over it alone) and removes from names
+    those that do not pickle, returned as "name (type)"."""
     sizes: dict[str, int] = {}
     unpicklable = []
     for name, value in list(names.items()):
+        out = StateWriter(max_raw, None, compress=compressed, keep=False)
         try:
-            sizes[name] = len(pickle_bounded(value, max_raw, namespace))
+            pickle_into(value, out, namespace)
+            out.finish()
+            sizes[name] = out.size if compressed else out.raw
         except TooLarge:
             sizes[name] = max_raw + 1
         except Exception:
             unpicklable.append(f"{name} ({type(value).__name__})")
             del names[name]
     return sizes, unpicklable
-
-
-def compressed_sizes(names: dict[str, Any], namespace: dict[str, Any], max_raw: int) -> dict[str, int]:
-    import lz4.frame
-
-    sizes = {}
-    for name, value in names.items():
-        try:
-            sizes[name] = len(lz4.frame.compress(pickle_bounded(value, max_raw, namespace)))
-        except Exception:
-            sizes[name] = max_raw + 1
-    return sizes
 
 
 def human_size(size: int, over: int | None = None) -> str:

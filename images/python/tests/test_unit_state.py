@@ -5,6 +5,7 @@ import builtins
 import io
 import json
 import pickle
+import tracemalloc
 import types
 import unittest
 from typing import Any
@@ -16,7 +17,7 @@ import pandas as pd
 
 import inprocess  # noqa: F401  (the server's package, by path)
 from kiln_repl.settings import Settings
-from kiln_repl.state import (FORMAT, HEADER_KEY, UNCHANGED, BoundedBuffer, TooLarge, bind_namespace, capture_state,
+from kiln_repl.state import (FORMAT, HEADER_KEY, UNCHANGED, StateWriter, TooLarge, bind_namespace, capture_state,
                              is_kept, is_user_name, pickle_bounded, restore_state)
 
 MB = 1 << 20
@@ -93,12 +94,81 @@ class NamesTest(unittest.TestCase):
 class RealDataTest(unittest.TestCase):
     """Pickle protocol 5 hands buffers of 64 KiB and more to the file as PickleBuffers."""
 
-    def test_bounded_buffer_takes_pickle_buffers(self) -> None:
-        out = BoundedBuffer(MB)
+    def test_the_state_writer_takes_pickle_buffers(self) -> None:
+        out = StateWriter(MB, MB)
         self.assertEqual(out.write(pickle.PickleBuffer(bytearray(100_000))), 100_000)
-        self.assertEqual(len(out.data), 100_000)
-        with self.assertRaises(TooLarge):
-            out.write(pickle.PickleBuffer(bytearray(MB)))
+        out.finish()
+        self.assertEqual(lz4.frame.decompress(out.out), bytes(100_000))
+        with self.assertRaises(TooLarge) as raised:
+            StateWriter(MB, MB).write(pickle.PickleBuffer(bytearray(MB + 1)))
+        self.assertFalse(raised.exception.compressed)
+        with self.assertRaises(TooLarge) as raised:
+            StateWriter(4 * MB, MB).write(pickle.PickleBuffer(np.random.default_rng(0).bytes(2 * MB)))
+        self.assertTrue(raised.exception.compressed)
+
+    def test_a_capture_never_holds_the_pickle(self) -> None:
+        """48 MB of floats and a 1M-row frame: the capture's peak is about its compressed
+        state, not the pickle beside it (about twice the state before)."""
+        rng = np.random.default_rng(2)
+        namespace = fresh_namespace()
+        namespace.update(floats=rng.random(4_000_000),
+                         frame=pd.DataFrame({"id": np.arange(1_000_000), "price": rng.normal(size=1_000_000)}))
+        raw = len(pickle.dumps((namespace["floats"], namespace["frame"]), protocol=5))
+        tracemalloc.start()
+        try:
+            blob, notes, captured = capture_state(namespace, {}, 256 * MB, max_raw=256 * MB)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert blob is not None and captured is not None
+        self.assertEqual(notes, [])
+        self.assertLess(peak, len(blob) + raw // 4, f"peak {peak} for a blob of {len(blob)} from {raw} of pickle")
+        self.assertEqual(len(captured.digest), 32, "what is kept of the capture is its digest")
+        again, _, _ = capture_state(namespace, {}, 256 * MB, captured, max_raw=256 * MB)
+        self.assertIs(again, UNCHANGED)
+        namespace["frame"].loc[0, "price"] = 1e9  # in place: the same objects, a new state
+        changed, _, _ = capture_state(namespace, {}, 256 * MB, captured, max_raw=256 * MB)
+        assert changed is not None and changed is not UNCHANGED
+        self.assertEqual(decode(changed)[1]["frame"].loc[0, "price"], 1e9)
+
+    def test_a_restore_never_holds_the_pickle(self) -> None:
+        rng = np.random.default_rng(4)
+        namespace = fresh_namespace()
+        namespace.update(floats=rng.random(4_000_000), labels=[f"row {i}" for i in range(100_000)])
+        blob, _, captured = capture_state(namespace, {}, 256 * MB, max_raw=256 * MB)
+        assert blob is not None and captured is not None
+        restored = fresh_namespace()
+        tracemalloc.start()
+        try:
+            loaded = restore_state(blob, restored, Settings([]))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(loaded.notes, [])
+        self.assertTrue(np.array_equal(restored["floats"], namespace["floats"]))
+        self.assertEqual(restored["labels"][-1], "row 99999")
+        self.assertLess(peak, 32 * MB + 16 * MB, f"peak {peak}: the names (about 40 MB) and chunks, not the pickle too")
+        assert loaded.snapshot is not None
+        self.assertEqual(loaded.snapshot.digest, captured.digest, "a restored state is known unchanged")
+        again, _, _ = capture_state(restored, {}, 256 * MB, loaded.snapshot, max_raw=256 * MB)
+        self.assertIs(again, UNCHANGED)
+
+    def test_over_the_compressed_cap_the_largest_goes_without_holding_it(self) -> None:
+        rng = np.random.default_rng(3)
+        namespace = fresh_namespace()
+        namespace.update(noise=rng.random(2_000_000), small=list(range(1000)))  # 16 MB, incompressible
+        tracemalloc.start()
+        try:
+            blob, notes, _ = capture_state(namespace, {}, 4 * MB, max_raw=256 * MB, live=True)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert blob is not None
+        self.assertEqual(len(notes), 1)
+        self.assertRegex(notes[0], r"^kept only while the session is live \(over the state limit of 4\.0 MB "
+                                   r"compressed\): noise \(15\.\d MB\)$")
+        self.assertEqual(decode(blob)[1]["small"], list(range(1000)))
+        self.assertLess(peak, 12 * MB, "the frame stops at its cap: never the 16 MB pickle")
 
     def test_large_objects_round_trip(self) -> None:
         from sklearn.datasets import load_digits
