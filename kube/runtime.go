@@ -14,10 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -73,7 +75,8 @@ type Config struct {
 // this instance's Pods: warm-ups wait on it for their Pod to run, and exits and the
 // reaper read it, so that no sandbox costs a watch of its own.
 type Runtime struct {
-	cs       kubernetes.Interface
+	core     typedcorev1.CoreV1Interface
+	network  typednetworkingv1.NetworkingV1Interface
 	rest     *rest.Config
 	ns       string
 	instance string // the label value
@@ -85,7 +88,7 @@ type Runtime struct {
 
 	pods    corelisters.PodNamespaceLister
 	stop    chan struct{}
-	factory informers.SharedInformerFactory // its Shutdown waits for the watch's goroutines
+	watched chan struct{} // closed when the informer and its goroutines have stopped
 
 	mu      sync.Mutex
 	waiting map[string]chan struct{} // by Pod name: poked on every change of the Pod
@@ -119,11 +122,17 @@ func Open(ctx context.Context, o sandbox.Options, cfg Config) (*Runtime, error) 
 	// default of 5 requests a second would be the pool's pace.
 	rc.QPS, rc.Burst = 100, 200
 	rc.UserAgent = "kiln"
-	cs, err := kubernetes.NewForConfig(rc)
+	// The typed clients of the two API groups kiln touches, not the whole clientset: it
+	// would compile every group's client, informer and lister into kiln.
+	core, err := typedcorev1.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	r, err := newRuntime(ctx, cs, rc, ns, o, cfg)
+	network, err := typednetworkingv1.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	r, err := newRuntime(ctx, core, network, rc, ns, o, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +166,7 @@ func (c *Runtime) checkRestricted(ctx context.Context) error {
 			Containers:    []corev1.Container{{Name: "probe", Image: "kiln-pod-security-probe"}},
 		},
 	}
-	_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err := c.core.Pods(c.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {
 	case err == nil:
 		return fmt.Errorf("namespace %s admits Pods that break the restricted Pod Security Standard (a dry run of one was accepted): "+
@@ -176,8 +185,8 @@ func (c *Runtime) checkRestricted(ctx context.Context) error {
 // ownerOf reads the Pod named name in ns and returns a reference to it as the owner of
 // sandbox Pods: not a controller, and not blocking its deletion (which would need the
 // finalizers of kiln's own Pod in kiln's Role).
-func ownerOf(ctx context.Context, cs kubernetes.Interface, ns, name string) (*metav1.OwnerReference, error) {
-	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+func ownerOf(ctx context.Context, core typedcorev1.CoreV1Interface, ns, name string) (*metav1.OwnerReference, error) {
+	p, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("KUBE_OWNER_POD: reading the Pod %s in namespace %s (it must be kiln's own, in the sandboxes' namespace: "+
 			"an owner reference cannot cross namespaces): %w", name, ns, err)
@@ -185,21 +194,31 @@ func ownerOf(ctx context.Context, cs kubernetes.Interface, ns, name string) (*me
 	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}, nil
 }
 
-func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, ns string, o sandbox.Options, cfg Config) (*Runtime, error) {
+func newRuntime(ctx context.Context, core typedcorev1.CoreV1Interface, network typednetworkingv1.NetworkingV1Interface,
+	rc *rest.Config, ns string, o sandbox.Options, cfg Config) (*Runtime, error) {
 	c := &Runtime{
-		cs: cs, rest: rc, ns: ns, instance: InstanceLabel(o.Instance), frames: o.Frames, log: o.Log, cfg: cfg,
-		starved: o.Starved, stop: make(chan struct{}), waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
+		core: core, network: network, rest: rc, ns: ns, instance: InstanceLabel(o.Instance), frames: o.Frames, log: o.Log, cfg: cfg,
+		starved: o.Starved, stop: make(chan struct{}), watched: make(chan struct{}),
+		waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
 	}
 	if cfg.OwnerPod != "" {
-		owner, err := ownerOf(ctx, cs, ns, cfg.OwnerPod)
+		owner, err := ownerOf(ctx, core, ns, cfg.OwnerPod)
 		if err != nil {
 			return nil, err
 		}
 		c.owner = owner
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = c.selector() }))
-	informer := factory.Core().V1().Pods()
+	pods := core.Pods(ns)
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = c.selector()
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = c.selector()
+			return pods.Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	name := func(obj any) string {
 		if p, ok := obj.(*corev1.Pod); ok {
 			return p.Name
@@ -208,21 +227,21 @@ func newRuntime(ctx context.Context, cs kubernetes.Interface, rc *rest.Config, n
 		}
 		return ""
 	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.poke(name(obj)) },
 		UpdateFunc: func(_, obj any) { c.poke(name(obj)) },
 		DeleteFunc: func(obj any) { c.gone(name(obj)) },
 	}); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
-	c.pods = informer.Lister().Pods(ns)
-	c.factory = factory
-	factory.Start(c.stop)
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			_ = c.Close()
-			return nil, fmt.Errorf("%w: watching %s in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrRuntime, typ, ns)
-		}
+	c.pods = corelisters.NewPodLister(informer.GetIndexer()).Pods(ns)
+	go func() {
+		defer close(c.watched)
+		informer.Run(c.stop) // returns once its goroutines have
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		_ = c.Close()
+		return nil, fmt.Errorf("%w: watching pods in namespace %s did not catch up (can kiln list and watch pods there?)", kiln.ErrRuntime, ns)
 	}
 	return c, nil
 }
@@ -239,9 +258,7 @@ func (c *Runtime) Close() error {
 	default:
 		close(c.stop)
 	}
-	if c.factory != nil {
-		c.factory.Shutdown()
-	}
+	<-c.watched
 	return nil
 }
 
@@ -250,7 +267,7 @@ func (c *Runtime) Name() string { return Name }
 
 // Ping checks that the API server answers.
 func (c *Runtime) Ping(ctx context.Context) error {
-	if err := c.cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+	if err := c.core.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return fmt.Errorf("cannot reach the Kubernetes API server (KUBECONFIG, or the Pod's service account): %w", err)
 	}
 	return nil
@@ -332,7 +349,7 @@ func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, er
 	// gave up would leave a Pod no one knows of (until the reaper). ctx is checked after.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	pod := c.newPod(spec, time.Now())
-	created, err := c.cs.CoreV1().Pods(c.ns).Create(cctx, pod, metav1.CreateOptions{})
+	created, err := c.core.Pods(c.ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrRuntime, err)
@@ -362,7 +379,7 @@ func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, er
 	c.mu.Unlock()
 	if c.pod(s.name) == nil && ctx.Err() == nil {
 		// Deleted between its start and now: gone ran before it was listed.
-		if p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, s.name, metav1.GetOptions{}); apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+		if p, err := c.core.Pods(c.ns).Get(ctx, s.name, metav1.GetOptions{}); apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
 			return fail(fmt.Errorf("%w: pod %s deleted during warm-up", kiln.ErrSandboxExited, s.name))
 		}
 	}
@@ -489,7 +506,7 @@ func terminated(p *corev1.Pod) string {
 // cannot upgrade to it. What the command writes goes to kiln alone, never to the
 // container's log.
 func (c *Runtime) exec(name string, command []string) (remotecommand.Executor, error) {
-	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(name).SubResource("exec").
+	req := c.core.RESTClient().Post().Resource("pods").Namespace(c.ns).Name(name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdin: true, Stdout: true, Stderr: true, TTY: false},
 			scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(c.rest, "GET", req.URL().String())
@@ -510,7 +527,7 @@ func (c *Runtime) Remove(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.running, name)
 	c.mu.Unlock()
-	err := c.cs.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	err := c.core.Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pod delete %s: %w", name, err)
 	}
@@ -534,7 +551,7 @@ func (c *Runtime) List(context.Context) ([]sandbox.Found, error) {
 // the watch): at start-up these are leftovers of an earlier process of the instance, at
 // shutdown those of failed removals. It returns how many it deleted.
 func (c *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
-	list, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: c.selector()})
+	list, err := c.core.Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: c.selector()})
 	if err != nil {
 		return 0, fmt.Errorf("pod list: %w", err)
 	}
@@ -553,10 +570,10 @@ func (c *Runtime) RemoveOrphans(ctx context.Context) (int, error) {
 // does not say so is an error, never overwritten.
 func (c *Runtime) EnsureNetworkPolicy(ctx context.Context, name string) (created bool, err error) {
 	want := DenyAllPolicy(c.ns, name)
-	got, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Get(ctx, name, metav1.GetOptions{})
+	got, err := c.network.NetworkPolicies(c.ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		if _, err := c.network.NetworkPolicies(c.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			return false, fmt.Errorf("the NetworkPolicy %s/%s that closes the sandboxes' network is missing, and creating it failed (apply deploy/k8s/manifests/networkpolicy.yaml): %w", c.ns, name, err)
 		}
 		return true, nil

@@ -140,7 +140,7 @@ func TestPodProgress(t *testing.T) {
 // traffic through.
 func TestEnsureNetworkPolicy(t *testing.T) {
 	cs := fake.NewClientset()
-	c, err := newRuntime(context.Background(), cs, nil, "kiln", sandbox.Options{Instance: "kiln-0", Log: slog.New(slog.DiscardHandler)}, Config{})
+	c, err := newRuntime(context.Background(), cs.CoreV1(), cs.NetworkingV1(), nil, "kiln", sandbox.Options{Instance: "kiln-0", Log: slog.New(slog.DiscardHandler)}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
