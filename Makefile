@@ -47,9 +47,9 @@ image: docker
 	@images/build.sh python $(IMAGE)
 	@images/build.sh polyglot $(or $(POLYGLOT_IMAGE),kiln-polyglot:latest)
 
-## run: start kiln on :8080 with warm pools (python:4,polyglot:1 unless POOLS says), building what is missing
-run: build image
-	POOLS=$${POOLS:-python:4,polyglot:1} SANDBOX_IMAGE=$(IMAGE) ./bin/kiln
+## run: start kiln on :8080 with warm pools (python:4,polyglot:1 unless POOLS says), building what is missing: kiln and the Python image side by side, the polyglot image once Python answers (its languages answer 503 until then); each step prints its elapsed time
+run:
+	@IMAGE=$(IMAGE) deploy/run.sh
 
 ## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
 test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps

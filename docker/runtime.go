@@ -76,16 +76,13 @@ func (r *Runtime) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ErrImageMissing means the sandbox image is not present on the daemon.
-var ErrImageMissing = errors.New("sandbox image not found")
-
-// ImageID returns the id of the named local image, or an error wrapping ErrImageMissing
-// when the daemon does not have it.
+// ImageID returns the id of the named local image, or an error wrapping
+// sandbox.ErrImageMissing when the daemon does not have it.
 func (r *Runtime) ImageID(ctx context.Context, image string) (string, error) {
 	res, err := r.api.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("%w: %s: build it with 'make image'", ErrImageMissing, image)
+			return "", fmt.Errorf("%w: %s: build it with 'make image'", sandbox.ErrImageMissing, image)
 		}
 		return "", fmt.Errorf("image inspect: %w", err)
 	}

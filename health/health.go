@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kilnsh/kiln/live"
@@ -62,10 +61,10 @@ func (c *Checker) Ready(ctx context.Context) error {
 	if err := c.Runtime.Ping(ctx); err != nil {
 		return fmt.Errorf("%s does not answer: %v", c.Runtime.Name(), err)
 	}
-	for _, image := range c.images() {
-		if _, err := c.Runtime.ImageID(ctx, image); err != nil {
-			return fmt.Errorf("sandbox image: %v", err)
-		}
+	// The first pool's image; another pool whose image is missing (still being built) waits
+	// for it, and its languages answer 503 meanwhile (/health/detailed shows it).
+	if _, err := c.Runtime.ImageID(ctx, c.Image); err != nil {
+		return fmt.Errorf("sandbox image: %v", err)
 	}
 	if !c.Pool.CanServe() {
 		if st := c.Pool.Stats(); st.LastError != "" {
@@ -76,19 +75,10 @@ func (c *Checker) Ready(ctx context.Context) error {
 	return nil
 }
 
-// images lists every pool's image once, the first pool's first.
-func (c *Checker) images() []string {
-	out := []string{c.Image}
-	for _, image := range c.Images {
-		if !slices.Contains(out, image) {
-			out = append(out, image)
-		}
-	}
-	return out
-}
 
 // Detailed returns the body of /health/detailed: ok, degraded (the pool is short or
-// warm-ups fail) or unhealthy (the daemon or the image is missing), with the parts.
+// warm-ups fail, another pool's image is missing) or unhealthy (the daemon or the first
+// pool's image is missing), with the parts.
 func (c *Checker) Detailed(ctx context.Context) any {
 	status := "ok"
 	runtimeInfo := map[string]any{"ok": true}
@@ -119,7 +109,9 @@ func (c *Checker) Detailed(ctx context.Context) any {
 		if image := c.Images[p.Name]; image != "" && image != c.Image {
 			if _, err := c.Runtime.ImageID(ctx, image); err != nil {
 				entry["image_error"] = err.Error()
-				status = "unhealthy"
+				if status == "ok" {
+					status = "degraded" // its pool waits for it; the others serve
+				}
 			}
 		}
 		pools = append(pools, entry)

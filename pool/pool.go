@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -37,6 +39,11 @@ type Config struct {
 	RefillDelay time.Duration
 	// BackoffMin and BackoffMax bound the pause between warm-ups after failures.
 	BackoffMin, BackoffMax time.Duration
+	// Await, when set, is what the pool needs before it can warm anything (its image, still
+	// being built): the refill loop calls it every second until it returns nil, and until
+	// then checkouts fail at once with a 503 that carries its error and AwaitRetryAfter.
+	Await           func(ctx context.Context) error
+	AwaitRetryAfter time.Duration
 }
 
 // Observer is told about pool events; kiln's metrics implement it. Methods are called
@@ -76,6 +83,7 @@ type Pool struct {
 	// kept holds the sandboxes a checkout kept (Keep): no longer the pool's to count or
 	// replace, still its to remove, at Release or at Close.
 	kept     map[string]sandbox.Sandbox
+	awaiting error     // Config.Await's last error, until it returns nil
 	failures int       // consecutive warm-up failures
 	retryAt  time.Time // no warm-up before this, after failures
 	closed   bool
@@ -129,9 +137,25 @@ func New(cfg Config, st Starter, log *slog.Logger, obs Observer) *Pool {
 		out: map[string]time.Time{}, kept: map[string]sandbox.Sandbox{},
 	}
 	p.idle.L = &p.mu
+	if cfg.Await != nil {
+		p.awaiting = errors.New("the pool has not checked what it needs yet")
+	}
 	p.wg.Add(1)
 	go p.refillLoop()
 	return p
+}
+
+// Awaiting returns why the pool cannot warm anything yet (Config.Await's error), or nil.
+func (p *Pool) Awaiting() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.awaiting
+}
+
+// awaitingError is a checkout's answer while the pool awaits what it needs.
+func (p *Pool) awaitingError(err error) *kiln.Error {
+	return &kiln.Error{Code: kiln.CodeUnavailable, RetryAfter: max(1, int(p.cfg.AwaitRetryAfter.Seconds())),
+		Message: fmt.Sprintf("this language's sandboxes are not available yet: %v", err)}
 }
 
 // Checkout hands out a ready sandbox for the caller's exclusive use. It waits at most
@@ -155,6 +179,11 @@ func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
 		p.mu.Unlock()
 		p.poke()
 		return sb, nil
+	}
+	if p.awaiting != nil {
+		err := p.awaitingError(p.awaiting)
+		p.mu.Unlock()
+		return zero, err
 	}
 	if len(p.waiters) >= p.cfg.MaxQueue {
 		p.mu.Unlock()

@@ -14,6 +14,11 @@ func (p *Pool) refillLoop() {
 	defer p.wg.Done()
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
+	for p.cfg.Await != nil && !p.await() {
+		if !p.sleep(0, tick.C) {
+			return
+		}
+	}
 	for {
 		p.mu.Lock()
 		p.sweepDeadLocked()
@@ -35,6 +40,26 @@ func (p *Pool) refillLoop() {
 			return
 		}
 	}
+}
+
+// await asks Config.Await whether the pool can warm; true once it can. Its error stands
+// as the pool's last error meanwhile, logged when it first comes and when it changes.
+func (p *Pool) await() bool {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	err := p.cfg.Await(ctx)
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.awaiting, p.lastErr = nil, ""
+		p.log.Info("the pool has what it needs: warming")
+		return true
+	}
+	if p.awaiting == nil || p.awaiting.Error() != err.Error() {
+		p.log.Warn("the pool cannot warm yet: its checkouts answer 503 until it can", "err", err)
+	}
+	p.awaiting, p.lastErr = err, err.Error()
+	return false
 }
 
 // sleep waits for a poke, a tick or the end of pause (when positive); false means the

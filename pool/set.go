@@ -118,9 +118,13 @@ func (s *Set) member(lang string) (int, bool) {
 	return -1, complete
 }
 
-// awaitLearned waits until every pool has learned its languages, or ctx ends.
+// awaitLearned waits until every pool has learned its languages, but for those that
+// await what they need (they learn nothing until then), or until ctx ends.
 func (s *Set) awaitLearned(ctx context.Context) {
 	for _, m := range s.members {
+		if m.Pool.Awaiting() != nil {
+			continue
+		}
 		select {
 		case <-m.Pool.learned:
 		case <-ctx.Done():
@@ -136,6 +140,9 @@ func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error
 	var zero sandbox.Sandbox
 	i, complete := s.member(lang)
 	if i < 0 && !complete {
+		if err := s.awaiting(lang); err != nil {
+			return zero, err // the pools that could serve lang cannot start yet: no use waiting
+		}
 		wctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
 		s.awaitLearned(wctx)
@@ -145,7 +152,11 @@ func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error
 		case wctx.Err() != nil:
 			return zero, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
 		}
-		i, _ = s.member(lang)
+		if i, _ = s.member(lang); i < 0 {
+			if err := s.awaiting(lang); err != nil {
+				return zero, err
+			}
+		}
 	}
 	if i < 0 {
 		return zero, kiln.ErrUnsupportedLanguage
@@ -158,6 +169,28 @@ func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error
 	s.out[sb.ID()] = i
 	s.mu.Unlock()
 	return sb, nil
+}
+
+// awaiting returns the 503 of the first pool that awaits what it needs (Config.Await),
+// when every pool that has not learned its languages awaits: one of them may be the one
+// that serves lang.
+func (s *Set) awaiting(lang string) error {
+	var first error
+	for _, m := range s.members {
+		if _, ok := m.Pool.Languages(); ok {
+			continue
+		}
+		err := m.Pool.Awaiting()
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			e := m.Pool.awaitingError(err)
+			e.Message = fmt.Sprintf("language %s is not served yet: pool %s cannot start its sandboxes: %v", lang, m.Name, err)
+			first = e
+		}
+	}
+	return first
 }
 
 // Release gives a sandbox back to the pool it came from.
@@ -196,10 +229,12 @@ func (s *Set) Holds(id string) bool {
 	return false
 }
 
-// CanServe reports whether every pool that keeps sandboxes warm could serve soon.
+// CanServe reports whether every pool that keeps sandboxes warm could serve soon. A pool
+// that awaits what it needs (its image, being built) does not count: the others serve,
+// and its languages answer 503 meanwhile.
 func (s *Set) CanServe() bool {
 	for _, m := range s.members {
-		if m.Pool.cfg.Size > 0 && !m.Pool.CanServe() {
+		if m.Pool.cfg.Size > 0 && m.Pool.Awaiting() == nil && !m.Pool.CanServe() {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,61 @@ func TestSetWaitsBoundedForPoolsThatHaveNotSaid(t *testing.T) {
 		t.Error("Languages() complete before the polyglot pool said anything")
 	}
 	close(gate)
+}
+
+// A pool whose image is still being built (Config.Await) warms nothing and answers its
+// languages at once with a 503 that says why, while the other pools serve and the set
+// counts as ready; once what it awaited is there, it warms and serves.
+func TestSetAnswersAPoolThatAwaitsItsImageWith503(t *testing.T) {
+	pyRT := &sandboxtest.Fake{Prefix: "py-", Languages: []string{"python", "bash"}}
+	polyRT := &sandboxtest.Fake{Prefix: "poly-", Languages: []string{"bash", "js", "r"}}
+	sweep(t, pyRT)
+	sweep(t, polyRT)
+	var built atomic.Bool
+	polyCfg := testConfig(1)
+	polyCfg.AwaitRetryAfter = 30 * time.Second
+	polyCfg.Await = func(context.Context) error {
+		if !built.Load() {
+			return errors.New("image kiln-polyglot:latest is not built yet")
+		}
+		return nil
+	}
+	log := discard()
+	set := NewSet([]Member{{"python", New(testConfig(1), pyRT, log, nil)}, {"polyglot", New(polyCfg, polyRT, log, nil)}},
+		5*time.Second, log)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = set.Close(ctx)
+	})
+	ctx := t.Context()
+	sb, err := set.Checkout(ctx, "python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Release(sb)
+	start := time.Now()
+	_, err = set.Checkout(ctx, "r")
+	var ke *kiln.Error
+	if !errors.As(err, &ke) || ke.Code != kiln.CodeUnavailable || ke.RetryAfter != 30 ||
+		!strings.Contains(ke.Message, "pool polyglot") || !strings.Contains(ke.Message, "kiln-polyglot:latest is not built yet") {
+		t.Errorf("Checkout(r) while the image is built = %v, want a 503 with Retry-After 30 naming the pool and why", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the 503 took %v: it should not wait for the pool", took)
+	}
+	if starts(polyRT) != 0 {
+		t.Errorf("%d polyglot sandboxes started before the image was there", starts(polyRT))
+	}
+	waitFor(t, "the python pool to be ready", set.CanServe)
+	if st := set.PoolStats()[1].Stats; !strings.Contains(st.LastError, "not built yet") {
+		t.Errorf("the awaiting pool's last error %q, want why it waits", st.LastError)
+	}
+	built.Store(true)
+	waitFor(t, "the polyglot pool to warm", func() bool { return set.PoolStats()[1].Stats.Ready == 1 })
+	sb, err = set.Checkout(ctx, "r")
+	if err != nil || !strings.HasPrefix(sb.ID(), "poly-") {
+		t.Fatalf("Checkout(r) once built = %v, %v", sb, err)
+	}
+	set.Release(sb)
 }

@@ -49,6 +49,10 @@ type Resizer interface {
 	Resize(ctx context.Context, milliCPU, memoryMB int64) error
 }
 
+// ErrImageMissing is what ImageID's error wraps when the runtime can tell that the image
+// is not there (yet).
+var ErrImageMissing = errors.New("sandbox image not found")
+
 // Runtime makes sandboxes and removes them: the Docker daemon, a Kubernetes cluster, or
 // a fake in tests. Every sandbox it makes carries the owning instance's id, so that a
 // runtime lists and sweeps only its own instance's.

@@ -90,9 +90,16 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ps := range specs {
+	// The first pool's image must be there. Another's may still be building (make run
+	// builds the polyglot image once Python answers): that pool waits for it, and its
+	// languages answer 503 meanwhile.
+	awaited := map[string]bool{}
+	for i, ps := range specs {
 		if _, err := rt.ImageID(pctx, ps.Image); err != nil {
-			return fmt.Errorf("sandbox image %s of pool %s: %w", ps.Image, ps.Name, err)
+			if i == 0 || !errors.Is(err, sandbox.ErrImageMissing) {
+				return fmt.Errorf("sandbox image %s of pool %s: %w", ps.Image, ps.Name, err)
+			}
+			awaited[ps.Name] = true
 		}
 	}
 	if n, err := rt.RemoveOrphans(pctx); err != nil {
@@ -102,7 +109,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	met := metrics.New()
-	m.pools = m.newPools(rt, specs, met)
+	m.pools = m.newPools(rt, specs, awaited, met)
 	met.WatchPools(m.pools)
 	m.background(m.pools.Probe)
 
@@ -434,20 +441,29 @@ func (m *Main) storeKind() string {
 
 // newPools starts a pool per spec, each with its image, in one Set that lends by the
 // languages their sandboxes say they run.
-func (m *Main) newPools(rt sandbox.Runtime, specs []PoolSpec, met *metrics.Metrics) *pool.Set {
+func (m *Main) newPools(rt sandbox.Runtime, specs []PoolSpec, awaited map[string]bool, met *metrics.Metrics) *pool.Set {
 	cfg := m.cfg
 	members := make([]pool.Member, 0, len(specs))
 	for _, ps := range specs {
+		var await func(context.Context) error
+		if awaited[ps.Name] {
+			await = func(ctx context.Context) error {
+				_, err := rt.ImageID(ctx, ps.Image)
+				return err
+			}
+		}
 		p := pool.New(pool.Config{
-			Spec:          m.spec(ps.Image),
-			Size:          ps.Size,
-			Warmers:       cfg.PoolWarmers,
-			RefillDelay:   time.Duration(cfg.RefillDelayMS) * time.Millisecond,
-			QueueTimeout:  time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
-			MaxQueue:      cfg.MaxQueue,
-			WarmupTimeout: time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
-			BackoffMin:    500 * time.Millisecond,
-			BackoffMax:    5 * time.Second,
+			Await:           await,
+			AwaitRetryAfter: 30 * time.Second,
+			Spec:            m.spec(ps.Image),
+			Size:            ps.Size,
+			Warmers:         cfg.PoolWarmers,
+			RefillDelay:     time.Duration(cfg.RefillDelayMS) * time.Millisecond,
+			QueueTimeout:    time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
+			MaxQueue:        cfg.MaxQueue,
+			WarmupTimeout:   time.Duration(cfg.WarmupTimeoutSecs) * time.Second,
+			BackoffMin:      500 * time.Millisecond,
+			BackoffMax:      5 * time.Second,
 		}, rt, m.log.With("pool", ps.Name), met.Pool(ps.Name))
 		members = append(members, pool.Member{Name: ps.Name, Pool: p})
 	}
