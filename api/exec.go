@@ -100,6 +100,9 @@ type execResponse struct {
 	HasState   bool             `json:"has_state"`
 	StateSize  int              `json:"state_size"`
 	StateError *string          `json:"state_error"`
+	// StatePending says the state was not stored yet when the call answered (docs/api.md,
+	// Live sessions).
+	StatePending bool `json:"state_pending"`
 	// DeletedFiles are the session's files the run deleted (they left the session too).
 	DeletedFiles []string `json:"deleted_files"`
 	// RuntimeStatus says where the run went: new, reused (the session's live sandbox)
@@ -242,6 +245,7 @@ func newExecResponse(r *http.Request, res *session.ExecResult, stateless bool) *
 		Outputs:       res.Outputs,
 		Truncated:     res.Truncated,
 		StateError:    res.StateError,
+		StatePending:  res.StatePending,
 		DeletedFiles:  append([]string{}, res.Deleted...),
 		RuntimeStatus: res.RuntimeStatus,
 		Timing:        timing{QueueMS: ms(res.QueueWait), ExecMS: ms(res.ExecTime)},

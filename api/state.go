@@ -62,7 +62,7 @@ func (s *Server) stateInfo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sess, err := s.sessions.Session(r.Context(), caller(r, ""), sid)
+	sess, err := s.sessions.Settle(r.Context(), caller(r, ""), sid)
 	if err != nil {
 		writeError(w, r, err)
 		return

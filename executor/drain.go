@@ -25,11 +25,11 @@ type runs struct {
 	idle     chan struct{} // closed when n drops to 0; nil while nobody waits
 }
 
-// enter counts one more execution, unless the executor drains.
-func (r *runs) enter() bool {
+// enter counts one more execution, unless the executor drains and it is not forced.
+func (r *runs) enter(force bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.draining {
+	if r.draining && !force {
 		return false
 	}
 	r.n++

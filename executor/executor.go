@@ -134,9 +134,13 @@ type Request struct {
 	// keep stays in its namespace. StateBase is the token of the capture the caller holds
 	// stored (Result.StateToken), against which an unchanged state needs no blob sent.
 	// DeleteFiles are removed from /mnt/data before the run.
-	Sandbox     sandbox.Sandbox
-	Live        bool
-	StateBase   string
+	Sandbox   sandbox.Sandbox
+	Live      bool
+	StateBase string
+	// Flush marks kiln's own run that only captures a live session's namespace to store
+	// it (empty code, Sandbox set): it runs while the executor drains, since the sessions'
+	// states are stored at shutdown too.
+	Flush       bool
 	DeleteFiles []string
 	Timeout     time.Duration // zero means the default; clamped to the limits
 	Files       []protocol.File
@@ -273,7 +277,7 @@ func (e *Executor) Limits() Limits { return e.limits }
 // until the caller calls Result.Release; with an error, the sandbox is already
 // released.
 func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
-	if !e.runs.enter() {
+	if !e.runs.enter(req.Flush && req.Sandbox != nil) {
 		return nil, e.errShuttingDown()
 	}
 	defer e.runs.leave()
@@ -499,7 +503,7 @@ func (e *Executor) Validate(req *Request) (err error) {
 	if langs, complete := e.pool.Languages(); req.Lang == "" || complete && !slices.Contains(langs, req.Lang) {
 		return e.unsupported(req.Lang)
 	}
-	if strings.TrimSpace(req.Code) == "" {
+	if strings.TrimSpace(req.Code) == "" && !req.Flush {
 		return kiln.Errorf(kiln.CodeInvalid, "code is empty")
 	}
 	if err := e.validateTools(req); err != nil {

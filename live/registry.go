@@ -50,7 +50,20 @@ type Binding struct {
 	Memory      int64 // the REPL's resident memory after its last call
 	Created     time.Time
 	LastUsed    time.Time
+	// Pending says the namespace is ahead of the stored state: a call answered before
+	// its state was stored (STATE_SAVE_DELAY_MS), and the flush has not stored it yet.
+	Pending bool
+	// StateNotes is what the last stored capture left out (its state_error), "" for
+	// nothing: a pending answer says it.
+	StateNotes string
+	// MilliCPU and MemoryMB are the limits the last call left the sandbox with (0: the
+	// pool's): a flush keeps them.
+	MilliCPU, MemoryMB int64
 }
+
+// flushed are the reasons a pending binding is flushed for before its sandbox goes: the
+// sandbox can still answer, and nothing newer of its session is stored.
+var flushed = map[string]bool{EndIdle: true, EndLifetime: true, EndCapacity: true, EndQuota: true, EndShutdown: true}
 
 // Counts are the registry's totals since it started.
 type Counts struct {
@@ -74,6 +87,11 @@ type Registry struct {
 	log     *slog.Logger
 	now     func() time.Time
 
+	// flush stores a pending binding's namespace before its sandbox goes (SetFlush);
+	// flushing counts those under way, which Close waits for.
+	flush    func(*Binding)
+	flushing sync.WaitGroup
+
 	mu     sync.Mutex
 	idle   map[string]*Binding // by session, between calls
 	busy   map[string]*Binding // by session, lent to a call
@@ -86,6 +104,39 @@ func New(cfg Config, release func(sandbox.Sandbox), log *slog.Logger) *Registry 
 	return &Registry{cfg: cfg, release: release, log: log, now: time.Now,
 		idle: map[string]*Binding{}, busy: map[string]*Binding{},
 		counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
+}
+
+// SetFlush sets what stores a pending binding's namespace before its sandbox ends for
+// a reason that leaves it able to answer (idle, lifetime, capacity, quota, shutdown). It
+// runs in a goroutine of its own, the sandbox is released after it, and Close waits for
+// it. Set it before the first Put.
+func (r *Registry) SetFlush(flush func(*Binding)) { r.flush = flush }
+
+// IsPending reports whether the session has a live sandbox whose namespace is ahead of
+// the stored state, idle or lent to a call.
+func (r *Registry) IsPending(session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, set := range []map[string]*Binding{r.idle, r.busy} {
+		if b := set[session]; b != nil && b.Pending {
+			return true
+		}
+	}
+	return false
+}
+
+// TakePending lends the session's live sandbox as Take does, but only when it is idle
+// and pending (its namespace ahead of the stored state); nil otherwise, and then the
+// binding is left as it was.
+func (r *Registry) TakePending(session string) *Binding {
+	r.mu.Lock()
+	b := r.idle[session]
+	if b == nil || !b.Pending {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	return r.Take(session)
 }
 
 // Take lends the session's live sandbox to one call, or returns nil when the session
@@ -350,7 +401,8 @@ func (r *Registry) sweep() {
 	}
 }
 
-// Close ends every idle sandbox; those lent to a call end when it puts them back.
+// Close ends every idle sandbox, flushing the pending ones (SetFlush), and waits for
+// every flush under way; those lent to a call end when it puts them back.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	r.closed = true
@@ -360,6 +412,7 @@ func (r *Registry) Close() {
 	for _, b := range idle {
 		r.end(b, EndShutdown)
 	}
+	r.flushing.Wait()
 }
 
 // expiredLocked says why b can serve no more, or "".
@@ -399,5 +452,14 @@ func (r *Registry) end(b *Binding, reason string) {
 	r.counts.Ended[reason]++
 	r.mu.Unlock()
 	r.log.Info("live sandbox ended", "session", b.Session, "sandbox", b.Sandbox.ID(), "reason", reason)
+	if b.Pending && r.flush != nil && flushed[reason] {
+		r.flushing.Add(1)
+		go func() {
+			defer r.flushing.Done()
+			r.flush(b)
+			r.release(b.Sandbox)
+		}()
+		return
+	}
 	r.release(b.Sandbox)
 }

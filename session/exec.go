@@ -68,6 +68,10 @@ type ExecResult struct {
 	// Deleted are the session's files the run deleted, which left the session: those of
 	// Result.DeletedFiles that code may delete (not the read-only ones).
 	Deleted []string
+	// StatePending says the call answered before its state was stored (it ran in the
+	// session's live sandbox, which keeps the namespace): the store gets it within
+	// Config.StateSaveDelay of the session's last call, or before the sandbox ends.
+	StatePending bool
 }
 
 // Inherited is a read-only input a run changed, by the path it had in /mnt/data.
@@ -123,6 +127,19 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		defer release()
 	}
 	run := s.prepare(sess, &req)
+	if run.bound != nil && run.bound.Pending && !s.defers(run, req) {
+		// A call that rolls back on an error needs the state before it stored.
+		if err := s.flush(run.bound); err != nil {
+			s.settleFailed(run)
+			return nil, fmt.Errorf("storing the session's state before a call that rolls back: %w", err)
+		}
+	}
+	if !run.live && sess != nil && s.live != nil {
+		s.flushIdle(sess.ID) // a call in another sandbox reads the stored state: the newest
+	}
+	if run.deferred = s.defers(run, req); run.deferred {
+		req.Request.CaptureState = false // the REPL captures at the flush
+	}
 	if run.bound == nil && sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
 		blob, err := s.store.State(ctx, sess.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -179,6 +196,21 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		return nil, err
 	}
 	out.RuntimeStatus = run.status
+	if run.deferred {
+		req.Request.CaptureState = true // for settle: the session keeps its state, later
+		out.StatePending = res.Reusable
+		notes := run.bound.StateNotes // what the stored state leaves out
+		if !res.Reusable {
+			notes = "the sandbox ended before the state could be stored: the session keeps its state as last stored, " +
+				"without what the calls answered with state_pending since then bound"
+		}
+		if res.StateError != nil {
+			notes = strings.Join(slices.DeleteFunc([]string{*res.StateError, notes}, func(n string) bool { return n == "" }), "; ")
+		}
+		if notes != "" {
+			res.StateError = &notes
+		}
+	}
 	s.settle(run, req, res, out, in.ids)
 	return out, nil
 }

@@ -33,6 +33,8 @@ type liveRun struct {
 	live   bool
 	bound  *binding
 	status string
+	// deferred: the call captures nothing, its state is left to a flush (flush.go).
+	deferred bool
 }
 
 // held is what the call's sandbox holds of the session's files already.
@@ -140,8 +142,19 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 	for _, name := range res.DeletedFiles {
 		delete(files, name)
 	}
-	b.Files, b.StateToken, b.Memory = files, res.StateToken, res.MemoryBytes
+	b.Files, b.Memory, b.MilliCPU, b.MemoryMB = files, res.MemoryBytes, req.MilliCPU, req.MemoryMB
 	b.StateSHA256 = out.Session.StateSHA256
+	if run.deferred {
+		// The stored state and its token stay those of the last flush; the namespace is ahead.
+		b.Pending = true
+		s.live.Put(b)
+		s.scheduleFlush(b.Session)
+		return
+	}
+	b.StateToken, b.Pending, b.StateNotes = res.StateToken, false, ""
+	if res.StateError != nil && res.StateFromRun {
+		b.StateNotes = *res.StateError
+	}
 	if res.StateError != nil && !res.StateFromRun {
 		b.StateToken = "" // the store kept an older state than the namespace: no base
 	}

@@ -114,6 +114,17 @@ type Config struct {
 	RetryAfter int
 	Limits     Limits
 	Log        *slog.Logger
+	// StateSaveDelay, when positive, lets a call in a session's live sandbox answer
+	// before its state is stored: the state is stored once the session has had no call
+	// for this long, or before the sandbox ends (flush.go). Zero stores every call's
+	// state before its answer.
+	StateSaveDelay time.Duration
+	// RollbackOnError is the executor's default for a failed run's state (ROLLBACK_ON_ERROR):
+	// a call that rolls back stores its state before it answers.
+	RollbackOnError bool
+	// Capture runs the flushes (executor.Executor, not observed as executions); Runner
+	// when nil.
+	Capture Runner
 }
 
 // Service is the session layer.
@@ -131,6 +142,10 @@ type Service struct {
 	retryAfter int
 	limits     Limits
 	log        *slog.Logger
+
+	stateDelay      time.Duration
+	rollbackDefault bool
+	capture         Runner
 	now        func() time.Time
 }
 
@@ -140,11 +155,19 @@ func New(cfg Config) *Service {
 		cfg.TurnWait = 10 * time.Second
 	}
 	cfg.RetryAfter = max(cfg.RetryAfter, 1)
-	return &Service{
+	s := &Service{
 		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
 		resume: cfg.Continue, live: cfg.Live, egress: cfg.Egress, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
 		limits: cfg.Limits, log: cfg.Log, now: time.Now,
+		stateDelay: cfg.StateSaveDelay, rollbackDefault: cfg.RollbackOnError, capture: cfg.Capture,
 	}
+	if s.capture == nil {
+		s.capture = cfg.Runner
+	}
+	if s.live != nil && s.stateDelay > 0 {
+		s.live.SetFlush(s.flushEnding)
+	}
+	return s
 }
 
 // errNotFound is what a caller sees for anything missing or not theirs.

@@ -8,9 +8,10 @@ import (
 	"github.com/kilnsh/kiln/store"
 )
 
-// State returns a session's state blob and the session.
+// State returns a session's state blob and the session: the newest, once a pending live
+// namespace is stored (Settle).
 func (s *Service) State(ctx context.Context, c Caller, sid string) ([]byte, *store.Session, error) {
-	sess, err := s.Session(ctx, c, sid)
+	sess, err := s.Settle(ctx, c, sid)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,4 +75,27 @@ func (s *Service) DeleteState(ctx context.Context, c Caller, sid string) error {
 		return fmt.Errorf("delete state: %w", err)
 	}
 	return nil
+}
+
+// Settle returns a session the caller owns, its live namespace stored first when a call
+// answered before storing it (state_pending): what is read of the state is then the
+// newest. It waits for the session's turn when there is something to store.
+func (s *Service) Settle(ctx context.Context, c Caller, sid string) (*store.Session, error) {
+	sess, err := s.Session(ctx, c, sid)
+	if err != nil || s.live == nil || s.stateDelay <= 0 || !s.live.IsPending(sid) {
+		return sess, err
+	}
+	sess, release, err := s.turn(ctx, c, sess)
+	if err != nil || sess == nil {
+		if release != nil {
+			release()
+		}
+		if err == nil {
+			err = errNotFound("session")
+		}
+		return nil, err
+	}
+	defer release()
+	s.flushIdle(sid)
+	return s.Session(ctx, c, sid)
 }

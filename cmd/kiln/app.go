@@ -154,7 +154,10 @@ func (m *Main) Run(ctx context.Context) error {
 		RetryAfter: limits.RetryAfter,
 		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
 			MaxStoredBytes: cfg.QuotaStorageMB << 20},
-		Log: m.log,
+		Log:             m.log,
+		StateSaveDelay:  time.Duration(cfg.StateSaveDelayMS) * time.Millisecond,
+		RollbackOnError: cfg.StateOnError == executor.OnErrorRollback,
+		Capture:         m.exec,
 	})
 	keys := api.NewKeys(cfg.APIKeys)
 	verifier, err := cfg.tokens()

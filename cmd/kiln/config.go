@@ -139,6 +139,10 @@ type Config struct {
 	QuotaStorageMB             int64 `envconfig:"QUOTA_STORAGE_MB"`
 	LiveSessionIdleSeconds     int   `envconfig:"LIVE_SESSION_IDLE_SECONDS" default:"600"`
 	LiveSessionLifetimeSeconds int   `envconfig:"LIVE_SESSION_LIFETIME_SECONDS" default:"3600"`
+	// StateSaveDelayMS lets a call in its session's live sandbox answer before its state is
+	// stored: the state is stored once the session has had no call for this long (or before
+	// the sandbox ends); 0 stores every call's state before its answer.
+	StateSaveDelayMS int `envconfig:"STATE_SAVE_DELAY_MS" default:"1000"`
 
 	DataDir  string `envconfig:"DATA_DIR" default:"./data"`
 	RedisURL string `envconfig:"REDIS_URL"`
@@ -345,6 +349,7 @@ func (c Config) Validate() error {
 	check(c.QuotaStorageMB >= 0, "QUOTA_STORAGE_MB must not be negative, got %d", c.QuotaStorageMB)
 	check(c.LiveSessionIdleSeconds >= 1 && c.LiveSessionLifetimeSeconds >= 1,
 		"LIVE_SESSION_IDLE_SECONDS and LIVE_SESSION_LIFETIME_SECONDS must be at least 1")
+	check(c.StateSaveDelayMS >= 0 && c.StateSaveDelayMS <= 600_000, "STATE_SAVE_DELAY_MS must be 0 to 600000, got %d", c.StateSaveDelayMS)
 	check(c.StateOnError == "keep" || c.StateOnError == "rollback", "STATE_ON_ERROR must be keep or rollback, got %q", c.StateOnError)
 	if c.StateCaptureOnError != "" {
 		_, err := strconv.ParseBool(c.StateCaptureOnError)

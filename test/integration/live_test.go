@@ -213,3 +213,44 @@ func TestLiveSessionsAreSharedAcrossCallers(t *testing.T) {
 		t.Errorf("live sessions ended %v, want at least 3 of A's for its quota", live.Ended)
 	}
 }
+
+// A live call answers before its state is stored (state_pending), with a real
+// DataFrame and 32 MB of floats in the session: the state is stored a moment later, so
+// that a sandbox that dies after that resumes with the call's names.
+func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
+	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
+	first := run(t, map[string]any{"code": "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\n" +
+		"df = pd.DataFrame({'a': np.arange(1_000_000), 'b': rng.random(1_000_000), 'c': rng.choice(['x', 'y', 'z'], 1_000_000)})\n" +
+		"arr = rng.random(4_000_000)\nopen('" + marker + "', 'w').close()"})
+	if first.StatePending || !first.HasState {
+		t.Fatalf("a session's first call: pending %v, has_state %v; want its state stored before the answer", first.StatePending, first.HasState)
+	}
+	sid := first.SessionID
+	for i := range 3 {
+		res := run(t, map[string]any{"session_id": sid, "code": "print(1)"})
+		if !res.StatePending || res.RuntimeStatus != "reused" || res.Stdout != "1\n" {
+			t.Fatalf("call %d: pending %v, runtime %s, stdout %q; want a pending answer from the live sandbox", i, res.StatePending, res.RuntimeStatus, res.Stdout)
+		}
+	}
+	if res := run(t, map[string]any{"session_id": sid, "code": "y = df['b'].sum() + arr.sum()\ndf.loc[0, 'a'] = -1"}); !res.StatePending {
+		t.Fatal("the call that changed the names is not pending")
+	}
+	// GET /state/{id}/info stores the pending namespace first: it is the newest.
+	resp, body, err := srv.Request(http.MethodGet, "/state/"+sid+"/info", nil, nil)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"exists":true`) {
+		t.Fatalf("state info: %v %v %s", resp, err, body)
+	}
+	id := containerWith(t, marker)
+	died := srv.Live(t).Ended["died"]
+	if out, err := kilntest.KillSandbox(id); err != nil {
+		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
+	}
+	kilntest.WaitFor(t, 10*time.Second, "kiln to see the live sandbox dead", func() bool {
+		return srv.Live(t).Ended["died"] > died
+	})
+	next := run(t, map[string]any{"session_id": sid, "code": "round(y) > 0, int(df.loc[0, 'a']), df.shape"})
+	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(True, -1, (1000000, 3))" {
+		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed with the last call's names",
+			next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
+	}
+}

@@ -13,12 +13,14 @@ type ExecResponse struct {
 	Result    *string `json:"result"`
 	Files     []File  `json:"files"`
 	// Outputs are the rich outputs (docs/api.md, Outputs).
-	Outputs    []Output `json:"outputs"`
-	Truncated  bool     `json:"truncated"`
-	State      *string  `json:"state"`
-	HasState   bool     `json:"has_state"`
-	StateSize  int      `json:"state_size"`
-	StateError *string  `json:"state_error"`
+	Outputs   []Output `json:"outputs"`
+	Truncated bool     `json:"truncated"`
+	State     *string  `json:"state"`
+	HasState  bool     `json:"has_state"`
+	// StatePending: the call answered before its state was stored (docs/api.md).
+	StatePending bool    `json:"state_pending"`
+	StateSize    int     `json:"state_size"`
+	StateError   *string `json:"state_error"`
 	// DeletedFiles and RuntimeStatus: see docs/api.md.
 	DeletedFiles  []string `json:"deleted_files"`
 	RuntimeStatus string   `json:"runtime_status"`

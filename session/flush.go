@@ -1,0 +1,131 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/live"
+)
+
+// A live call answers before its state is stored when the session keeps its sandbox
+// (Config.StateSaveDelay): the REPL captures nothing during the call, the answer says
+// state_pending, and a flush stores the namespace once the session has had no call for
+// the delay, or before its sandbox ends. A call of the session that comes meanwhile runs
+// in the same namespace at once; one that comes during a flush waits for it.
+
+// flushTimeout bounds one flush: the capture of a state at its caps, and its storing.
+const flushTimeout = 2 * time.Minute
+
+// defers says whether a call captures nothing and leaves its state to a flush: one in
+// the session's live sandbox (the session has a stored state, or none to keep, from its
+// first call), that keeps what it bound on an error (a rollback needs the state before
+// the call stored).
+func (s *Service) defers(run *liveRun, req ExecRequest) bool {
+	if s.stateDelay <= 0 || run.bound == nil {
+		return false
+	}
+	if req.OnError == executor.OnErrorRollback || (req.OnError == "" && s.rollbackDefault) {
+		return false
+	}
+	return true
+}
+
+// scheduleFlush stores the session's pending namespace once the delay has passed with
+// no call of it: a call that comes first takes the turn, and schedules its own.
+func (s *Service) scheduleFlush(sid string) {
+	time.AfterFunc(s.stateDelay, func() {
+		release, _, err := s.turns.acquire(context.Background(), sid, 0)
+		if err != nil {
+			return // a call of the session runs: it flushes after itself
+		}
+		defer release()
+		s.flushIdle(sid)
+	})
+}
+
+// flushIdle stores the session's live namespace when it is pending and idle. The caller
+// holds the session's turn.
+func (s *Service) flushIdle(sid string) {
+	b := s.live.TakePending(sid)
+	if b == nil {
+		return
+	}
+	if err := s.flush(b); err != nil {
+		s.log.Warn("a live session's state could not be stored: its sandbox ends", "session", sid, "err", err)
+		s.live.End(b, live.EndDied)
+		return
+	}
+	s.live.Put(b)
+}
+
+// flushEnding stores a pending namespace whose sandbox ends (live.Registry.SetFlush): it
+// waits for the session's turn, and stores nothing if the session's stored state changed
+// meanwhile (a call resumed it from the store: that state is newer than this namespace).
+func (s *Service) flushEnding(b *live.Binding) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.turnWait)
+	release, _, err := s.turns.acquire(ctx, b.Session, s.turnWait)
+	cancel()
+	if err != nil {
+		s.log.Warn("a live session's state could not be stored before its sandbox ended: its turn did not come",
+			"session", b.Session, "err", err)
+		return
+	}
+	defer release()
+	if err := s.flush(b); err != nil {
+		s.log.Warn("a live session's state could not be stored before its sandbox ended", "session", b.Session, "err", err)
+	}
+}
+
+// errFlushStale is a flush of a namespace whose session's stored state is no longer the
+// one it was based on.
+var errFlushStale = errors.New("the session's stored state changed since its live sandbox last served it")
+
+// flush captures b's namespace and stores it as its session's state; b is no longer
+// pending after. The caller holds the session's turn.
+func (s *Service) flush(b *live.Binding) error {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	sess, err := s.store.Session(ctx, b.Session)
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if sess.StateSHA256 != b.StateSHA256 {
+		return errFlushStale
+	}
+	req := executor.Request{Lang: executor.LangPython, CaptureState: true, Live: true, Flush: true,
+		Sandbox: b.Sandbox, StateBase: b.StateToken, Owner: b.Owner, ExecutionID: kiln.NewID(),
+		MilliCPU: b.MilliCPU, MemoryMB: b.MemoryMB}
+	if err := s.validate(&req); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	res, err := s.capture.Run(ctx, req)
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	defer res.Release() // the sandbox came with the request: nothing to give back
+	if !res.Reusable || res.Status != executor.StatusOK {
+		return fmt.Errorf("flush: the sandbox did not answer the capture (%s)", res.Status)
+	}
+	changed, err := s.saveState(ctx, sess, req, res)
+	if err != nil {
+		return err
+	}
+	if changed {
+		if sess, err = s.store.Session(ctx, b.Session); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+	}
+	b.Pending, b.StateToken, b.StateSHA256, b.Memory = false, res.StateToken, sess.StateSHA256, res.MemoryBytes
+	b.StateNotes = ""
+	if res.StateError != nil {
+		b.StateNotes = *res.StateError
+	}
+	if res.StateError != nil && !res.StateFromRun {
+		b.StateToken = ""
+	}
+	return nil
+}
