@@ -37,12 +37,13 @@ step "bin/kiln is built"
 
 kiln= builder=
 stop() {
-  trap - INT TERM EXIT
   [ -z "$builder" ] || kill -- "-$builder" 2>/dev/null || true # its group: the build's docker client too
-  [ -z "$kiln" ] || { kill -TERM "$kiln" 2>/dev/null || true; wait "$kiln" 2>/dev/null || true; }
 }
 trap stop EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C reaches kiln itself (it is in this process group) and it shuts down on its own,
+# removing its sandboxes: this script waits for it. A second signal would cut that short.
+trap ':' INT
+trap '[ -z "$kiln" ] || kill -TERM "$kiln" 2>/dev/null || true' TERM
 
 step "starting kiln (pools: $POOLS)"
 ./bin/kiln &
@@ -68,4 +69,9 @@ if [[ ",$POOLS," == *",polyglot:"* ]]; then
   set +m
 fi
 
-wait "$kiln"
+status=0
+while :; do
+  if wait "$kiln"; then status=0; else status=$?; fi
+  kill -0 "$kiln" 2>/dev/null || break # wait returns early when a signal is trapped
+done
+exit "$status"
