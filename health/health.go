@@ -75,7 +75,6 @@ func (c *Checker) Ready(ctx context.Context) error {
 	return nil
 }
 
-
 // Detailed returns the body of /health/detailed: ok, degraded (the pool is short or
 // warm-ups fail, another pool's image is missing) or unhealthy (the daemon or the first
 // pool's image is missing), with the parts.

@@ -146,7 +146,7 @@ type Service struct {
 	stateDelay      time.Duration
 	rollbackDefault bool
 	capture         Runner
-	now        func() time.Time
+	now             func() time.Time
 }
 
 // New returns a Service.
