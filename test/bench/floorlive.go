@@ -26,12 +26,20 @@ func liveStateFloor(what string) string {
 	return "floor: bare attach, live print(1), " + what + " held"
 }
 
-// liveRequest is the request kiln sends for a live session's Python call: no state
-// (the namespace is in the sandbox), the token of the capture the session's store holds
-// as the base to compare with, the state captured, open figures saved (AUTO_FIGURES).
-func liveRequest(code, base string) *protocol.Request {
+// liveRequest is the request kiln sends for a session's first Python call in a sandbox:
+// live (the namespace stays for the session's next calls), the state captured before the
+// answer, open figures saved (AUTO_FIGURES).
+func liveRequest(code string) *protocol.Request {
 	return &protocol.Request{ID: "floor-live", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 30000,
-		CaptureState: true, Live: true, StateBase: base, Figures: true, Limits: kilnLimits}
+		CaptureState: true, Live: true, Figures: true, Limits: kilnLimits}
+}
+
+// pendingRequest is the request kiln sends for a call in the session's live sandbox
+// while STATE_SAVE_DELAY_MS is on (the default): nothing captured, the state is stored
+// by a flush once the session has had no call for the delay, outside the answer's time.
+func pendingRequest(code string) *protocol.Request {
+	return &protocol.Request{ID: "floor-live", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 30000,
+		Live: true, Figures: true, Limits: kilnLimits}
 }
 
 // plainRequest runs code in the interpreter with nothing of a session: no state in or
@@ -62,9 +70,9 @@ func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, erro
 		out = append(out, s)
 	}
 	note := "one warm sandbox (kiln's spec); after the calls of kiln's session before the row (untimed), the same live request one after another, " +
-		"each with the last answer's state_token as state_base"
+		"capturing nothing (the states wait for the flush, as kiln's do)"
 	add(bareLive(ctx, dc, b.image, livePrintFloor, b.counts.liveCalls, note+"; before: print(1), the session's first call",
-		firstCalls(liveRequest("print(1)", ""))))
+		firstCalls(liveRequest("print(1)"))))
 	// kiln's session made its state, then resumed from it in a fresh sandbox, which then
 	// served live: here the state is made, then put back over itself from its blob.
 	mk := fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", readOnlySize)
@@ -74,7 +82,7 @@ func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, erro
 		if !run.state.live {
 			continue
 		}
-		first := liveRequest("print(1)", "")
+		first := liveRequest("print(1)")
 		first.State = run.blob
 		add(bareLive(ctx, dc, b.image, liveStateFloor(run.state.what), b.counts.state,
 			note+fmt.Sprintf("; before: print(1) carrying the %d B state blob kiln's session held, as a resumed call", len(run.blob)), firstCalls(first)))
@@ -112,14 +120,14 @@ func firstCalls(reqs ...*protocol.Request) setupCalls {
 // that state, as a resumed call does.
 func madeThenRestored(mk string) setupCalls {
 	return func(ctx context.Context, s repl) (string, error) {
-		_, resp, err := exchange(ctx, s, liveRequest(mk, ""))
+		_, resp, err := exchange(ctx, s, liveRequest(mk))
 		if err == nil && (resp.Status != "ok" || len(resp.State) == 0) {
 			err = fmt.Errorf("making the state: answered status %s with %d state bytes", resp.Status, len(resp.State))
 		}
 		if err != nil {
 			return "", err
 		}
-		resumed := liveRequest("print(1)", "")
+		resumed := liveRequest("print(1)")
 		resumed.State = resp.State
 		return firstCalls(resumed)(ctx, s)
 	}
@@ -137,28 +145,25 @@ func bareLive(ctx context.Context, dc *docker.Runtime, image, name string, n int
 }
 
 // livePrints brings a bare sandbox where kiln's session's sandbox was (setup, untimed),
-// then times n live print(1) requests one after another, each based on the last
-// answer's state token, as kiln's live session sends them. Nothing of the state may
-// come back: it is unchanged, or there is none.
+// then times n live print(1) requests one after another, as kiln's live session sends
+// them while their states wait for the flush (pendingRequest): nothing is captured.
 func livePrints(ctx context.Context, s repl, name string, n int, note string, setup setupCalls) (row Summary, err error) {
 	row.Name = name
-	base, err := setup(ctx, s)
-	if err != nil {
+	if _, err := setup(ctx, s); err != nil {
 		return row, fmt.Errorf("before the row: %w", err)
 	}
 	var took []time.Duration
 	fails := 0
 	for range n {
-		d, r, err := exchange(ctx, s, liveRequest("print(1)", base))
-		if err == nil && (r.Status != "ok" || r.Stdout != "1\n" || len(r.State) > 0 || r.StateToken == "") {
-			err = fmt.Errorf("answered status %s, stdout %q, %d state bytes back, state_token %q", r.Status, r.Stdout, len(r.State), r.StateToken)
+		d, r, err := exchange(ctx, s, pendingRequest("print(1)"))
+		if err == nil && (r.Status != "ok" || r.Stdout != "1\n" || len(r.State) > 0) {
+			err = fmt.Errorf("answered status %s, stdout %q, %d state bytes back", r.Status, r.Stdout, len(r.State))
 		}
 		if err != nil {
 			log.Printf("%s: %v", name, err)
 			fails++
 			continue
 		}
-		base = r.StateToken
 		took = append(took, d)
 	}
 	return summarize(name, took, fails, note), nil
@@ -184,7 +189,7 @@ func bareCells(ctx context.Context, dc *docker.Runtime, image string, rounds int
 	}
 	note := fmt.Sprintf("wall time of the %d calls of kiln's row after the same first call, on one bare sandbox's REPL per round (%d rounds)", cellsCalls, rounds)
 	rows[0] = summarize(cellsFloor, walls[0], fails[0], note+": capture_state false, live false, no figures")
-	rows[1] = summarize(cellsLiveFloor, walls[1], fails[1], note+": live, capture_state, state_base the last state_token, figures, as kiln sends them")
+	rows[1] = summarize(cellsLiveFloor, walls[1], fails[1], note+": live, figures, the first capturing its state and the others not (their states wait for the flush), as kiln sends them")
 	return rows, errs
 }
 
@@ -196,12 +201,16 @@ func bareCellsRound(ctx context.Context, dc *docker.Runtime, image string, shape
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, removeAll([]*docker.Sandbox{s})) }()
-	base := ""
+	first := true
 	call := func(c smallCell) error {
 		req := plainRequest(c.code)
-		if shaped {
-			req = liveRequest(c.code, base)
+		switch {
+		case shaped && first:
+			req = liveRequest(c.code) // a session's first call stores its state before it answers
+		case shaped:
+			req = pendingRequest(c.code)
 		}
+		first = false
 		_, r, err := exchange(ctx, s, req)
 		if err != nil {
 			return err
@@ -209,7 +218,6 @@ func bareCellsRound(ctx context.Context, dc *docker.Runtime, image string, shape
 		if r.Status != "ok" || !printed(r.Stdout, r.Result, c.want) || r.StateError != nil {
 			return fmt.Errorf("answered status %s, stdout %.200q, result %.200q, state_error %v", r.Status, r.Stdout, deref(r.Result), r.StateError)
 		}
-		base = r.StateToken
 		return nil
 	}
 	if err := call(smallCell{cellsFirst, "ready"}); err != nil {
