@@ -7,6 +7,12 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
 
+# When make test began (epoch seconds), for the steps' times; sub-makes inherit it.
+ifndef TEST_STARTED
+TEST_STARTED := $(shell date +%s)
+endif
+export TEST_STARTED
+
 .PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps test-jupyter-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
 
 all: build
@@ -52,14 +58,20 @@ run:
 	@IMAGE=$(IMAGE) deploy/run.sh
 
 ## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
-test: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps
-	images/test.sh
-	images/test.sh polyglot kiln-polyglot:latest
-	test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
+# Each step prints its time and the time since make test began (test/timed.sh).
+test:
+	@test/timed.sh "daemons, tools, images and lint" $(MAKE) --no-print-directory test-deps
+	@test/timed.sh "the Python image's tests" images/test.sh
+	@test/timed.sh "the polyglot image's tests" images/test.sh polyglot kiln-polyglot:latest
+	@test/timed.sh "every Go package" test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
 	@tail -n 1 test/results/fidelity/report.txt
-	@$(MAKE) --no-print-directory fuzz-short
-	@$(MAKE) --no-print-directory test-runsc
-	@$(MAKE) --no-print-directory test-k8s
+	@test/timed.sh "the fuzz targets" $(MAKE) --no-print-directory fuzz-short
+	@test/timed.sh "the suites under gVisor" $(MAKE) --no-print-directory test-runsc
+	@test/timed.sh "the suites on Kubernetes" $(MAKE) --no-print-directory test-k8s
+
+## test-deps: what make test needs before its suites: the daemons and tools it starts or builds, the images, and the lint
+.PHONY: test-deps
+test-deps: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps
 
 ## test-runsc: the sandbox contract, egress, the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
 test-runsc: docker redis image
