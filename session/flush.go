@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln"
@@ -34,17 +35,47 @@ func (s *Service) defers(run *liveRun, req ExecRequest) bool {
 	return true
 }
 
-// scheduleFlush stores the session's pending namespace once the delay has passed with
-// no call of it: a call that comes first takes the turn, and schedules its own.
+// flushes are the sessions whose pending namespace waits for its flush: one timer each,
+// which every call of the session pushes back, within ten delays of the first pending
+// call (a session whose calls never pause is still stored that often).
+type flushes struct {
+	mu     sync.Mutex
+	timers map[string]*pendingFlush
+}
+
+type pendingFlush struct {
+	timer *time.Timer
+	limit time.Time // the flush comes by then, whatever the calls
+}
+
+// scheduleFlush stores the session's pending namespace once it has had no call for the
+// delay (or at its limit): a call that comes first pushes the flush back.
 func (s *Service) scheduleFlush(sid string) {
-	time.AfterFunc(s.stateDelay, func() {
+	s.flushes.mu.Lock()
+	defer s.flushes.mu.Unlock()
+	if s.flushes.timers == nil {
+		s.flushes.timers = map[string]*pendingFlush{}
+	}
+	now := s.now()
+	if p := s.flushes.timers[sid]; p != nil {
+		p.timer.Reset(min(s.stateDelay, max(p.limit.Sub(now), 0)))
+		return
+	}
+	p := &pendingFlush{limit: now.Add(10 * s.stateDelay)}
+	p.timer = time.AfterFunc(s.stateDelay, func() {
+		s.flushes.mu.Lock()
+		if s.flushes.timers[sid] == p {
+			delete(s.flushes.timers, sid)
+		}
+		s.flushes.mu.Unlock()
 		release, _, err := s.turns.acquire(context.Background(), sid, 0)
 		if err != nil {
-			return // a call of the session runs: it flushes after itself
+			return // a call of the session runs: it schedules the flush again
 		}
 		defer release()
 		s.flushIdle(sid)
 	})
+	s.flushes.timers[sid] = p
 }
 
 // flushIdle stores the session's live namespace when it is pending and idle. The caller

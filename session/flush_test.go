@@ -143,3 +143,20 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 }
 
 var _ = context.Background
+
+// Calls that keep coming push the flush back, up to ten delays after the first pending
+// one: a session whose calls never pause is still stored that often.
+func TestCallsThatKeepComingPushTheFlushBackWithinALimit(t *testing.T) {
+	e, flushes := newDeferringEnv(t, 60*time.Millisecond)
+	sid := e.exec(t, "", "x = 1").Session.ID
+	start := time.Now()
+	for time.Since(start) < 1500*time.Millisecond {
+		e.exec(t, sid, "x += 1")
+		time.Sleep(5 * time.Millisecond)
+	}
+	during := flushes.Load()
+	if during < 1 || during > 4 {
+		t.Errorf("%d flushes during 1.5 s of calls with a 60 ms delay, want about two (one every ten delays)", during)
+	}
+	waitUntil(t, "the flush after the calls", func() bool { return flushes.Load() > during })
+}

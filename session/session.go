@@ -146,6 +146,7 @@ type Service struct {
 	stateDelay      time.Duration
 	rollbackDefault bool
 	capture         Runner
+	flushes         flushes
 	now             func() time.Time
 }
 
