@@ -35,6 +35,9 @@ class Interrupter:
         self._wanted = False  # an interrupt came for the run and was not delivered yet
         self._group: int | None = None  # the process group of the program that runs, if any
         self._cell: tuple[types.CodeType, ...] = ()
+        # From enter_cell until leave_cell the cell counts as running, its code on the stack
+        # yet or not: an interrupt that lands between the two is the cell's.
+        self._armed = False
         self._shields = 0
         self.interrupted = False  # the run's code was interrupted: the run ends as cancelled
         self.resignal_after = RESIGNAL_AFTER
@@ -70,7 +73,7 @@ class Interrupter:
     def finish(self) -> None:
         """Ends the run: an interrupt still waiting is dropped, later ones are ignored."""
         with self._lock:
-            self._run_id, self._group, self._cell = None, None, ()
+            self._run_id, self._group, self._cell, self._armed = None, None, (), False
             self._wanted = self.interrupted = False
 
     def enter_cell(self, body: types.CodeType, final: types.CodeType | None) -> None:
@@ -78,8 +81,14 @@ class Interrupter:
         user's. Call it where KeyboardInterrupt is handled: it raises at once when an interrupt
         is already waiting."""
         self._cell = (body,) if final is None else (body, final)
+        self._armed = True
         if self._wanted:
             self._deliver()
+
+    def leave_cell(self) -> None:
+        """Marks the end of the cell's code: an interrupt after it waits, as one before
+        enter_cell does."""
+        self._armed = False
 
     @contextlib.contextmanager
     def shielded(self) -> Iterator[None]:
@@ -135,7 +144,7 @@ class Interrupter:
 
     def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
         # No lock here: the handler runs in the main thread, which may hold it.
-        if self._wanted and not self._shields and self._in_cell(frame):
+        if self._wanted and not self._shields and (self._armed or self._in_cell(frame)):
             self._deliver()
 
     def _in_cell(self, frame: types.FrameType | None) -> bool:

@@ -369,6 +369,7 @@ class Server:
                 else:
                     exec(cell.body, self.namespace)
                     value = None if cell.final is None else eval(cell.final, self.namespace)
+                self.interrupter.leave_cell()
                 if value is not None:
                     self.remember(value)
                     limit = request.limits.max_output_bytes
@@ -383,6 +384,7 @@ class Server:
                 sys.stderr.write(user_traceback(exc))
             outcome = Outcome("error", 1, describe_exception(exc))
         finally:
+            self.interrupter.leave_cell()
             for name, stub in stubs.items():  # the stubs are the run's, not the session's
                 if self.namespace.get(name) is stub:
                     del self.namespace[name]

@@ -29,8 +29,11 @@ class InterrupterTest(unittest.TestCase):
         try:
             self.interrupter.enter_cell(body, None)
             exec(body, {"interrupter": self.interrupter} if namespace is None else namespace)
+            self.interrupter.leave_cell()
         except KeyboardInterrupt:
             return "interrupted"
+        finally:
+            self.interrupter.leave_cell()
         return "ran"
 
     def test_the_cell_is_interrupted(self) -> None:
@@ -104,6 +107,29 @@ class InterrupterTest(unittest.TestCase):
                 self.assertEqual((child.returncode, out), (-signal.SIGINT, b""))
                 self.assertTrue(self.interrupter.interrupted)
                 self.interrupter.finish()
+
+    def test_an_interrupt_between_entering_the_cell_and_its_code_is_the_cells(self) -> None:
+        self.interrupter.accept("r1", "python")
+        body = compile("import time\ntime.sleep(30)", "<string>", "exec")
+        started = time.monotonic()
+        with self.assertRaises(KeyboardInterrupt):
+            self.interrupter.enter_cell(body, None)
+            self.interrupter.interrupt("r1")  # lands before the cell's code is on the stack
+            for _ in range(10_000):
+                pass  # bytecodes at which the handler runs
+            exec(body, {})
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertTrue(self.interrupter.interrupted)
+
+    def test_after_the_cells_code_an_interrupt_waits_and_is_dropped(self) -> None:
+        self.interrupter.accept("r1", "python")
+        self.interrupter.enter_cell(compile("x = 1", "<string>", "exec"), None)
+        self.interrupter.leave_cell()
+        self.interrupter.interrupt("r1")
+        for _ in range(10_000):
+            pass  # the REPL's own work after the cell: not interrupted
+        self.interrupter.finish()
+        self.assertFalse(self.interrupter.interrupted)
 
     def test_a_program_that_lost_the_interrupt_as_it_started_gets_it_again(self) -> None:
         self.interrupter.resignal_after = 1.0
