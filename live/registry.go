@@ -112,6 +112,22 @@ func New(cfg Config, release func(sandbox.Sandbox), log *slog.Logger) *Registry 
 // it. Set it before the first Put.
 func (r *Registry) SetFlush(flush func(*Binding)) { r.flush = flush }
 
+// PendingSessions lists the sessions whose live sandbox's namespace is ahead of the
+// stored state, idle or lent to a call.
+func (r *Registry) PendingSessions() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, set := range []map[string]*Binding{r.idle, r.busy} {
+		for sid, b := range set {
+			if b.Pending {
+				out = append(out, sid)
+			}
+		}
+	}
+	return out
+}
+
 // IsPending reports whether the session has a live sandbox whose namespace is ahead of
 // the stored state, idle or lent to a call.
 func (r *Registry) IsPending(session string) bool {

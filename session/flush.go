@@ -26,7 +26,7 @@ const flushTimeout = 2 * time.Minute
 // first call), that keeps what it bound on an error (a rollback needs the state before
 // the call stored).
 func (s *Service) defers(run *liveRun, req ExecRequest) bool {
-	if s.stateDelay <= 0 || run.bound == nil {
+	if s.stateDelay <= 0 || run.bound == nil || s.strict.Load() {
 		return false
 	}
 	if req.OnError == executor.OnErrorRollback || (req.OnError == "" && s.rollbackDefault) {
@@ -159,4 +159,26 @@ func (s *Service) flush(b *live.Binding) error {
 		b.StateToken = ""
 	}
 	return nil
+}
+
+// StoreAll makes every call from now on store its state before it answers, and stores
+// the pending namespaces of the live sessions, each in its turn: kiln drains, and the
+// other replicas are about to resume its sessions from the store. It returns when they
+// are stored, or ctx ends.
+func (s *Service) StoreAll(ctx context.Context) {
+	s.strict.Store(true)
+	if s.live == nil {
+		return
+	}
+	for _, sid := range s.live.PendingSessions() {
+		release, _, err := s.turns.acquire(ctx, sid, s.turnWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		s.flushIdle(sid)
+		release()
+	}
 }

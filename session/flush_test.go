@@ -160,3 +160,20 @@ func TestCallsThatKeepComingPushTheFlushBackWithinALimit(t *testing.T) {
 	}
 	waitUntil(t, "the flush after the calls", func() bool { return flushes.Load() > during })
 }
+
+// When kiln drains, the pending namespaces are stored at once and every later call
+// stores before it answers: other replicas resume these sessions from the store.
+func TestStoreAllStoresThePendingAndEndsTheDelay(t *testing.T) {
+	e, flushes := newDeferringEnv(t, time.Hour)
+	sid := e.exec(t, "", "x = 1").Session.ID
+	if !e.exec(t, sid, "x = 2").StatePending {
+		t.Fatal("the live call is not pending")
+	}
+	e.svc.StoreAll(t.Context())
+	if flushes.Load() != 1 || string(e.state(t, sid)) != "S1" {
+		t.Errorf("after StoreAll: %d flushes, stored %q; want the pending namespace stored", flushes.Load(), e.state(t, sid))
+	}
+	if res := e.exec(t, sid, "x = 3"); res.StatePending {
+		t.Error("a call after StoreAll answered before storing its state")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -147,6 +148,7 @@ type Service struct {
 	rollbackDefault bool
 	capture         Runner
 	flushes         flushes
+	strict          atomic.Bool // StoreAll was called: every call stores before it answers
 	now             func() time.Time
 }
 

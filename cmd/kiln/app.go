@@ -50,6 +50,7 @@ type Main struct {
 	bgCtx     context.Context    // governs them
 	stopBg    context.CancelFunc // stops them
 	exec      *executor.Executor
+	sessions  *session.Service
 	mcp       *mcp.Handler
 	jupyter   *jupyter.Handler
 	server    *http.Server
@@ -159,6 +160,7 @@ func (m *Main) Run(ctx context.Context) error {
 		RollbackOnError: cfg.StateOnError == executor.OnErrorRollback,
 		Capture:         m.exec,
 	})
+	m.sessions = sessions
 	keys := api.NewKeys(cfg.APIKeys)
 	verifier, err := cfg.tokens()
 	if err != nil {
@@ -269,6 +271,12 @@ func (m *Main) Close(ctx context.Context) error {
 			// closes it and waits for the remaining handlers within what is left of
 			// the grace.
 			m.server.SetKeepAlivesEnabled(false)
+			if m.sessions != nil {
+				// Calls store their states before they answer from now on, and the pending
+				// ones are stored first: the other replicas, or the next kiln, resume these
+				// sessions from the store.
+				m.sessions.StoreAll(sctx)
+			}
 			if m.directory != nil {
 				// The other replicas stop sending sessions here (they resume them from
 				// the store), while this one's runs still get their continuations and
@@ -284,6 +292,9 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			if err := m.exec.Drain(sctx); err != nil {
 				m.log.Warn("grace period over with executions still running", "count", m.exec.Running())
+			}
+			if m.sessions != nil {
+				m.sessions.StoreAll(sctx) // what the calls under way at the drain left pending
 			}
 			// MCP sessions hold event streams open; ending them lets Shutdown finish.
 			m.mcp.Close()

@@ -107,6 +107,9 @@ func newSoak(t *testing.T, p plan, store string) *soak {
 		"DEFAULT_TIMEOUT_MS=10000", "MAX_TIMEOUT_MS=60000", "TIMEOUT_GRACE_MS=1000", "INTERRUPT_GRACE_MS=2000",
 		"QUEUE_TIMEOUT_SECONDS=20", "MAX_QUEUE=16", "REPL_WARMUP_TIMEOUT_SECONDS=20",
 		"SHUTDOWN_GRACE_SECONDS=20", "LOG_LEVEL=info",
+		// The sessions' model holds every answered state as stored, across kills of kiln
+		// with SIGKILL: the strict order, in which nothing answered is lost.
+		"STATE_SAVE_DELAY_MS=0",
 	}
 	if store == "redis" {
 		s.redis = startRedis(t)
