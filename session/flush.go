@@ -87,7 +87,11 @@ func (s *Service) flushIdle(sid string) {
 	}
 	if err := s.flush(b); err != nil {
 		s.log.Warn("a live session's state could not be stored: its sandbox ends", "session", sid, "err", err)
-		s.live.End(b, live.EndDied)
+		reason := live.EndDied
+		if errors.Is(err, errFlushStale) {
+			reason = live.EndStale
+		}
+		s.live.End(b, reason)
 		return
 	}
 	s.live.Put(b)

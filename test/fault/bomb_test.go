@@ -81,7 +81,9 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 	// and the REPL stops pickling there: the name over the cap is not stored, state_error
 	// names it with its size, the names that fit are stored and the run is ok; the live
 	// session keeps it in its interpreter meanwhile. 200 MiB would not fit twice in 512 MB:
-	// before the REPL's pickle was bounded, the same run ended as oom.
+	// before the REPL's pickle was bounded, the same run ended as oom. The run answers
+	// before its state is stored (state_pending); GET /state/{id}/info stores it, and the
+	// next answer's state_error says what the stored state leaves out.
 	for _, tt := range []struct {
 		mb         int
 		status     string
@@ -96,15 +98,21 @@ func TestStateBombRefusedAtTheDoor(t *testing.T) {
 			if r.err != nil || r.status != http.StatusOK || r.body.Status != tt.status {
 				t.Fatalf("got %d %+v (err %v), want 200 %s", r.status, r.body, r.err, tt.status)
 			}
-			if got := kilntest.Str(r.body.StateError); tt.stateError != "" && !strings.Contains(got, tt.stateError) {
-				t.Errorf("state_error %q, want it to say %q", got, tt.stateError)
-			}
 			if r.body.StateSize != first.body.StateSize {
 				t.Errorf("state_size %d, want the %d the session had: the same names, x left out", r.body.StateSize, first.body.StateSize)
 			}
-			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())\ndel x"})
+			if got := sessionState(t, s, sid); got != first.body.StateSize {
+				t.Errorf("the stored state is %d bytes, want the %d the session had: x left out", got, first.body.StateSize)
+			}
+			next := execWithin(s, 2*time.Minute, map[string]any{"session_id": sid, "code": "print(y, 'x' in globals())"})
 			if next.err != nil || next.body.Status != "ok" || next.body.Stdout != "41 True\n" {
 				t.Errorf("the next run got %d %+v (err %v), want 41 True: y stored, x live", next.status, next.body, next.err)
+			}
+			if got := kilntest.Str(next.body.StateError); !strings.Contains(got, tt.stateError) {
+				t.Errorf("state_error %q, want it to say %q", got, tt.stateError)
+			}
+			if done := execWithin(s, time.Minute, map[string]any{"session_id": sid, "code": "del x"}); done.err != nil || done.body.Status != "ok" {
+				t.Errorf("del x: %+v (err %v)", done.body, done.err)
 			}
 		})
 	}
