@@ -117,15 +117,20 @@ func waitAllQuiet(ctx context.Context, ks ...*client) error {
 	return nil
 }
 
+// realFrameCode makes the data-science session of the before/after table.
+const realFrameCode = "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\n" +
+	"df = pd.DataFrame({'a': np.arange(1_000_000), 'b': rng.random(1_000_000), 'c': rng.choice(['x', 'y', 'z'], 1_000_000)})\n" +
+	"arr = rng.random(4_000_000)\nprint(len(df))"
+
 // abCases are the rows of the before/after table: the plain call, sessions with state,
 // and the file rows, with the bodies of the main benchmark's rows.
 func abCases() []abCase {
 	fixed := func(body map[string]any, want string) func(context.Context, *client) (map[string]any, string, error) {
 		return func(context.Context, *client) (map[string]any, string, error) { return body, want, nil }
 	}
-	session := func(size int, code, want string) func(context.Context, *client) (map[string]any, string, error) {
+	sessionOf := func(made, code, want string) func(context.Context, *client) (map[string]any, string, error) {
 		return func(ctx context.Context, k *client) (map[string]any, string, error) {
-			setup := map[string]any{"code": fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size)}
+			setup := map[string]any{"code": made}
 			if err := waitAllQuiet(ctx, k); err != nil {
 				return nil, "", err
 			}
@@ -138,6 +143,9 @@ func abCases() []abCase {
 			}
 			return map[string]any{"code": code, "session_id": r.SessionID}, want, nil
 		}
+	}
+	session := func(size int, code, want string) func(context.Context, *client) (map[string]any, string, error) {
+		return sessionOf(fmt.Sprintf("import os\nblob = os.urandom(%d)\nprint(len(blob))", size), code, want)
 	}
 	input := func(ctx context.Context, k *client) (map[string]any, string, error) {
 		data := make([]byte, fileSize)
@@ -154,6 +162,9 @@ func abCases() []abCase {
 		{"session with 1 MB state, print(1)", session(1<<20, "print(1)", "1")},
 		{"session with 10 MB state, print(1)", session(10<<20, "print(1)", "1")},
 		{"session with 10 MB state, print(len(blob))", session(10<<20, "print(len(blob))", strconv.Itoa(10<<20))},
+		// The session of issue 35: a 1M-row DataFrame with a string column and 32 MB of
+		// floats, 47 MB of pickle.
+		{"session with a 1M-row DataFrame and 32 MB of floats, print(1)", sessionOf(realFrameCode, "print(1)", "1")},
 		{"input file 20 MB placed, read back", input},
 		{"output file 20 MB returned", fixed(outputFileBody(), "written")},
 	}
