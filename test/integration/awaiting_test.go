@@ -42,10 +42,10 @@ func TestAPoolWhoseImageIsStillBuildingAnswers503(t *testing.T) {
 		t.Fatalf("python while the polyglot image is missing: %d %q %s", resp.StatusCode, out.Stdout, out.Message)
 	}
 	start := time.Now()
-	resp, out := post("r", "cat(6 * 7)")
+	resp, out := post("js", "console.log(6 * 7)")
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "30" ||
 		!strings.Contains(out.Message, "pool polyglot") || !strings.Contains(out.Message, tag) {
-		t.Errorf("r while its image is missing: %d Retry-After %q %q, want 503, 30 and a message naming the pool and %s",
+		t.Errorf("js while its image is missing: %d Retry-After %q %q, want 503, 30 and a message naming the pool and %s",
 			resp.StatusCode, resp.Header.Get("Retry-After"), out.Message, tag)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -59,15 +59,15 @@ func TestAPoolWhoseImageIsStillBuildingAnswers503(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		resp, out := post("r", "cat(6 * 7)")
+		resp, out := post("js", "console.log(6 * 7)")
 		if resp.StatusCode == http.StatusOK {
-			if out.Stdout != "42" {
-				t.Errorf("r once its image is there: %q", out.Stdout)
+			if out.Status != "ok" || out.Stdout != "42\n" {
+				t.Errorf("js once its image is there: %s %q (%s) stderr %q", out.Status, out.Stdout, kilntest.Str(out.Error), out.Stderr)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("r still %d %s three minutes after its image came", resp.StatusCode, out.Message)
+			t.Fatalf("js still %d %s three minutes after its image came", resp.StatusCode, out.Message)
 		}
 		time.Sleep(time.Second)
 	}

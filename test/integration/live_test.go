@@ -215,15 +215,17 @@ func TestLiveSessionsAreSharedAcrossCallers(t *testing.T) {
 }
 
 // A live call answers before its state is stored (state_pending), with a real
-// DataFrame and 32 MB of floats in the session: the state is stored a moment later, so
-// that a sandbox that dies after that resumes with the call's names.
+// DataFrame and 8 MB of floats in the session (this suite's sandboxes have 256 MB): the
+// state is stored a moment later, so that a sandbox that dies after that resumes with
+// the call's names.
 func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
 	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
 	first := run(t, map[string]any{"code": "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\n" +
-		"df = pd.DataFrame({'a': np.arange(1_000_000), 'b': rng.random(1_000_000), 'c': rng.choice(['x', 'y', 'z'], 1_000_000)})\n" +
-		"arr = rng.random(4_000_000)\nopen('" + marker + "', 'w').close()"})
-	if first.StatePending || !first.HasState {
-		t.Fatalf("a session's first call: pending %v, has_state %v; want its state stored before the answer", first.StatePending, first.HasState)
+		"df = pd.DataFrame({'a': np.arange(200_000), 'b': rng.random(200_000), 'c': rng.choice(['x', 'y', 'z'], 200_000)})\n" +
+		"arr = rng.random(1_000_000)\nopen('" + marker + "', 'w').close()"})
+	if first.Status != "ok" || first.StatePending || !first.HasState {
+		t.Fatalf("a session's first call: %s (%s), pending %v, has_state %v (%s); want its state stored before the answer",
+			first.Status, kilntest.Str(first.Error), first.StatePending, first.HasState, kilntest.Str(first.StateError))
 	}
 	sid := first.SessionID
 	for i := range 3 {
@@ -249,7 +251,7 @@ func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
 		return srv.Live(t).Ended["died"] > died
 	})
 	next := run(t, map[string]any{"session_id": sid, "code": "round(y) > 0, int(df.loc[0, 'a']), df.shape"})
-	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(True, -1, (1000000, 3))" {
+	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(True, -1, (200000, 3))" {
 		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed with the last call's names",
 			next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
 	}
