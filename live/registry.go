@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,14 +132,7 @@ func (r *Registry) PendingSessions() []string {
 // IsPending reports whether the session has a live sandbox whose namespace is ahead of
 // the stored state, idle or lent to a call.
 func (r *Registry) IsPending(session string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, set := range []map[string]*Binding{r.idle, r.busy} {
-		if b := set[session]; b != nil && b.Pending {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(r.PendingSessions(), session)
 }
 
 // TakePending lends the session's live sandbox as Take does, but only when it is idle

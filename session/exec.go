@@ -127,7 +127,8 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		defer release()
 	}
 	run := s.prepare(sess, &req)
-	if run.bound != nil && run.bound.Pending && !s.defers(run, req) {
+	run.deferred = s.defers(run, req)
+	if run.bound != nil && run.bound.Pending && !run.deferred {
 		// A call that rolls back on an error needs the state before it stored.
 		if err := s.flush(run.bound); err != nil {
 			s.settleFailed(run)
@@ -137,7 +138,7 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	if !run.live && sess != nil && s.live != nil {
 		s.flushIdle(sess.ID) // a call in another sandbox reads the stored state: the newest
 	}
-	if run.deferred = s.defers(run, req); run.deferred {
+	if run.deferred {
 		req.Request.CaptureState = false // the REPL captures at the flush
 	}
 	if run.bound == nil && sess != nil && sess.HasState && req.Lang == executor.LangPython { // state is Python's alone
@@ -197,15 +198,17 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 	}
 	out.RuntimeStatus = run.status
 	if run.deferred {
-		req.Request.CaptureState = true // for settle: the session keeps its state, later
 		out.StatePending = res.Reusable
 		notes := run.bound.StateNotes // what the stored state leaves out
 		if !res.Reusable {
 			notes = "the sandbox ended before the state could be stored: the session keeps its state as last stored, " +
 				"without what the calls answered with state_pending since then bound"
 		}
-		if res.StateError != nil {
-			notes = strings.Join(slices.DeleteFunc([]string{*res.StateError, notes}, func(n string) bool { return n == "" }), "; ")
+		switch {
+		case res.StateError != nil && notes != "":
+			notes = *res.StateError + "; " + notes
+		case res.StateError != nil:
+			notes = *res.StateError
 		}
 		if notes != "" {
 			res.StateError = &notes

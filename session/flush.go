@@ -101,9 +101,7 @@ func (s *Service) flushIdle(sid string) {
 // waits for the session's turn, and stores nothing if the session's stored state changed
 // meanwhile (a call resumed it from the store: that state is newer than this namespace).
 func (s *Service) flushEnding(b *live.Binding) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.turnWait)
-	release, _, err := s.turns.acquire(ctx, b.Session, s.turnWait)
-	cancel()
+	release, _, err := s.turns.acquire(context.Background(), b.Session, s.turnWait)
 	if err != nil {
 		s.log.Warn("a live session's state could not be stored before its sandbox ended: its turn did not come",
 			"session", b.Session, "err", err)
@@ -154,14 +152,8 @@ func (s *Service) flush(b *live.Binding) error {
 			return fmt.Errorf("flush: %w", err)
 		}
 	}
-	b.Pending, b.StateToken, b.StateSHA256, b.Memory = false, res.StateToken, sess.StateSHA256, res.MemoryBytes
-	b.StateNotes = ""
-	if res.StateError != nil {
-		b.StateNotes = *res.StateError
-	}
-	if res.StateError != nil && !res.StateFromRun {
-		b.StateToken = ""
-	}
+	b.StateSHA256, b.Memory = sess.StateSHA256, res.MemoryBytes
+	captured(b, res)
 	return nil
 }
 

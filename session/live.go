@@ -151,14 +151,21 @@ func (s *Service) settle(run *liveRun, req ExecRequest, res *executor.Result, ou
 		s.scheduleFlush(b.Session)
 		return
 	}
+	captured(b, res)
+	s.live.Put(b)
+}
+
+// captured records in b the capture res made and the store now holds: its token, the
+// next call's base, and what it left out; b's namespace is no longer ahead of it.
+func captured(b *binding, res *executor.Result) {
 	b.StateToken, b.Pending, b.StateNotes = res.StateToken, false, ""
-	if res.StateError != nil && res.StateFromRun {
+	switch {
+	case res.StateError == nil:
+	case res.StateFromRun:
 		b.StateNotes = *res.StateError
-	}
-	if res.StateError != nil && !res.StateFromRun {
+	default:
 		b.StateToken = "" // the store kept an older state than the namespace: no base
 	}
-	s.live.Put(b)
 }
 
 // settleFailed ends the sandbox a call was lent when the call failed before its answer:

@@ -52,17 +52,7 @@ func TestLiveSessionFiles(t *testing.T) {
 func TestLiveSandboxKilledResumes(t *testing.T) {
 	marker := "/tmp/kiln-test-" + kilntest.NewMarker()
 	first := run(t, map[string]any{"code": "x = 41\ngen = (i for i in [1])\nopen('" + marker + "', 'w').close()"})
-	id := containerWith(t, marker)
-	died := srv.Live(t).Ended["died"]
-	if out, err := kilntest.KillSandbox(id); err != nil {
-		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
-	}
-	// Between the calls: once kiln has heard of the death (the attach stream's end, or
-	// the Pod's deletion through the watch, which may lag the kubectl that deleted it). A
-	// death kiln has not heard of yet is one during the next call: sandbox_died.
-	kilntest.WaitFor(t, 10*time.Second, "kiln to see the live sandbox dead", func() bool {
-		return srv.Live(t).Ended["died"] > died
-	})
+	killLiveSandbox(t, marker)
 	next := run(t, map[string]any{"session_id": first.SessionID, "code": "x + 1, 'gen' in globals()"})
 	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(42, False)" {
 		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed, (42, False)", next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
@@ -153,6 +143,22 @@ func TestStatelessCallsStaySingleUse(t *testing.T) {
 }
 
 // containerWith returns the id of the instance's container that holds the file at path.
+// killLiveSandbox kills the live sandbox that holds the file at marker, and returns once
+// kiln has heard of the death (the attach stream's end, or the Pod's deletion through the
+// watch, which may lag the kubectl that deleted it): a death kiln has not heard of yet is
+// one during the next call, sandbox_died.
+func killLiveSandbox(t *testing.T, marker string) {
+	t.Helper()
+	id := containerWith(t, marker)
+	died := srv.Live(t).Ended["died"]
+	if out, err := kilntest.KillSandbox(id); err != nil {
+		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
+	}
+	kilntest.WaitFor(t, 10*time.Second, "kiln to see the live sandbox dead", func() bool {
+		return srv.Live(t).Ended["died"] > died
+	})
+}
+
 func containerWith(t *testing.T, path string) string {
 	t.Helper()
 	ids, err := kilntest.Containers(srv.Instance)
@@ -242,14 +248,7 @@ func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"exists":true`) {
 		t.Fatalf("state info: %v %v %s", resp, err, body)
 	}
-	id := containerWith(t, marker)
-	died := srv.Live(t).Ended["died"]
-	if out, err := kilntest.KillSandbox(id); err != nil {
-		t.Fatalf("killing sandbox %s: %v: %s", id, err, out)
-	}
-	kilntest.WaitFor(t, 10*time.Second, "kiln to see the live sandbox dead", func() bool {
-		return srv.Live(t).Ended["died"] > died
-	})
+	killLiveSandbox(t, marker)
 	next := run(t, map[string]any{"session_id": sid, "code": "round(y) > 0, int(df.loc[0, 'a']), df.shape"})
 	if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(True, -1, (200000, 3))" {
 		t.Errorf("after the kill: runtime %q, result %s (%s); want resumed with the last call's names",
