@@ -172,32 +172,8 @@ class StateWriter:
             self.out += data
 
 
-def pickle_bounded(value: Any, cap: int, namespace: dict[str, Any] | None = None) -> bytearray:
-    """The pickle of value as a session keeps it; raises TooLarge past cap bytes. For values
-    of known small size (tests, and what is not a state)."""
-    out = BoundedBuffer(cap)
-    with main_module_hidden():
-        pickler_class()(out, {} if namespace is None else namespace).dump(value)
-    return out.data
-
-
-class BoundedBuffer:
-    """A file that holds what is written to it and refuses to grow past cap bytes."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-
-    def write(self, chunk: Any) -> int:
-        with memoryview(chunk) as view:
-            size = view.nbytes
-            if len(self.data) + size > self.cap:
-                raise TooLarge
-            self.data += view
-        return size
-
-
 def pickle_into(value: Any, out: Any, namespace: dict[str, Any]) -> None:
+    """Pickles value into the file out as a session keeps it (functions tied to namespace)."""
     with main_module_hidden():
         pickler_class()(out, namespace).dump(value)
 

@@ -18,7 +18,7 @@ import pandas as pd
 import inprocess  # noqa: F401  (the server's package, by path)
 from kiln_repl.settings import Settings
 from kiln_repl.state import (FORMAT, HEADER_KEY, UNCHANGED, StateWriter, TooLarge, bind_namespace, capture_state,
-                             is_kept, is_user_name, pickle_bounded, restore_state)
+                             is_kept, is_user_name, pickle_into, restore_state)
 
 MB = 1 << 20
 
@@ -193,7 +193,7 @@ class RealDataTest(unittest.TestCase):
 
     def test_pickle_is_bounded_before_it_is_held(self) -> None:
         with self.assertRaises(TooLarge):
-            pickle_bounded(np.zeros(200_000), 100_000)
+            pickle_into(np.zeros(200_000), StateWriter(100_000, keep=False), {})
 
 
 class LiveGlobalsTest(unittest.TestCase):
