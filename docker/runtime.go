@@ -33,6 +33,10 @@ type Config struct {
 	// as kiln does. Empty: the REPL's connections travel as net frames on the attach
 	// stream only, as they do under gVisor.
 	SocketDir string
+	// NoEgressPort keeps kiln from listening in each sandbox's own network namespace
+	// for the code's proxy connections (see netns.go), which it does by default when it
+	// may (runc, kiln on the host with CAP_SYS_ADMIN): the socket or the frames then.
+	NoEgressPort bool
 }
 
 // Runtime makes sandboxes as containers of the local Docker daemon.
@@ -44,6 +48,7 @@ type Runtime struct {
 	oci       string
 	socketDir string
 	noSockets atomic.Bool // the daemon could not mount socketDir: egress goes as frames
+	ports     atomic.Bool // kiln listens in each egress sandbox's namespace (netns.go)
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -59,7 +64,16 @@ func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime, socketDir: cfg.SocketDir}, nil
+	r := &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime, socketDir: cfg.SocketDir}
+	// Not under gVisor: the code's loopback is in its own network stack, not the namespace.
+	if !cfg.NoEgressPort && cfg.OCIRuntime != "runsc" {
+		if err := probeNetns(); err != nil {
+			o.Log.Debug("kiln cannot enter network namespaces: egress goes over sockets or frames", "err", err)
+		} else {
+			r.ports.Store(true)
+		}
+	}
+	return r, nil
 }
 
 // Name returns "docker".
@@ -103,9 +117,13 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 	now := time.Now()
 	cfg, host := r.configs(spec, now)
 	var sock *egressSocket
+	port := spec.Egress && r.ports.Load()
+	if port {
+		cfg.Env = append(cfg.Env[:len(cfg.Env):len(cfg.Env)], fmt.Sprintf("%s=%d", sandbox.EgressPortVar, sandbox.EgressPort))
+	}
 	// Not under gVisor: its Unix sockets to the host (runsc --host-uds) broke a bash
 	// call's curl through the relay (runsc 2022-12); the frames serve it.
-	if spec.Egress && r.socketDir != "" && r.oci != "runsc" && !r.noSockets.Load() {
+	if spec.Egress && !port && r.socketDir != "" && r.oci != "runsc" && !r.noSockets.Load() {
 		var err error
 		if sock, err = r.newSocket(); err != nil {
 			r.log.Warn("no egress socket for the sandbox: its connections go as net frames", "err", err)
@@ -160,6 +178,18 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 
 	if _, err := r.api.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
 		return fail(fmt.Errorf("%w: container start: %w", kiln.ErrRuntime, err))
+	}
+	if port {
+		// Before any code runs, so that nothing else can take the port.
+		ln, err := r.listenEgressPort(ctx, s.id)
+		if err != nil {
+			if r.ports.Swap(false) {
+				r.log.Warn("kiln cannot listen in a sandbox's network namespace: egress goes over sockets or frames from the next sandbox on", "err", err)
+			}
+			return fail(fmt.Errorf("%w: egress port: %w", kiln.ErrRuntime, err))
+		}
+		s.port = ln
+		go s.Conn.Accept(ln)
 	}
 	if s.perCall {
 		err = s.probeExec(ctx)

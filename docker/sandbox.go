@@ -42,6 +42,7 @@ type Sandbox struct {
 
 	egress func(net.Conn) // per call: what Egress set, for the exec'd REPL's connection
 	sock   *egressSocket  // the sandbox's own way to the egress proxy, nil without
+	port   net.Listener   // kiln's port in the sandbox's namespace, nil without
 
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
@@ -285,6 +286,9 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 		}
 		if s.stopWait != nil {
 			s.stopWait()
+		}
+		if s.port != nil {
+			s.port.Close()
 		}
 		s.removeErr = s.rt.Remove(ctx, s.id)
 		s.sock.close() // after the container: its mount goes with it

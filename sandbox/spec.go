@@ -83,6 +83,15 @@ const WarmHeapVar = "KILN_WARM_HEAP_MB"
 // runtime that can mount one); it falls back to frames when the socket cannot be reached.
 const EgressSocketVar = "KILN_EGRESS_SOCKET"
 
+// EgressPortVar is the sandbox environment variable with the port kiln itself listens on,
+// on 127.0.0.1 in the sandbox's own network namespace, for the code's proxy connections
+// (Spec.Egress, on a runtime that can open one: Docker with runc, kiln on the host). The
+// REPL points the proxy variables at it and runs no relay and no forwarder.
+const EgressPortVar = "KILN_EGRESS_PORT"
+
+// EgressPort is that port: the sandbox's namespace is its own, so one port serves all.
+const EgressPort = 3128
+
 // RlimitsVar is the sandbox environment variable with the limits the REPL sets on itself
 // where the runtime has no field for them ("nofile=1024,fsize=...,core=0").
 const RlimitsVar = "KILN_RLIMITS"

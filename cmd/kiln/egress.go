@@ -34,6 +34,10 @@ type EgressConfig struct {
 	// cannot mount it. Unset: the temporary directory. Each instance keeps its sockets
 	// in a directory of its own there, kiln-egress-<hash of INSTANCE_ID>.
 	SocketDir string `envconfig:"EGRESS_SOCKET_DIR"`
+	// SandboxPort: kiln listens for the code's proxy connections on 127.0.0.1 in each
+	// Docker (runc) sandbox's own network namespace when it may enter one (root on the
+	// host); false, or a kiln that may not, uses the socket above or the frames.
+	SandboxPort bool `envconfig:"EGRESS_SANDBOX_PORT" default:"true"`
 }
 
 // socketDir is EGRESS_SOCKET_DIR as the Docker runtime takes it: "" for none.

@@ -31,7 +31,7 @@ type opener func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runt
 // is added here and nowhere else: above this table kiln knows only sandbox.Runtime.
 var runtimes = map[string]opener{
 	RuntimeDocker: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
-		return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime, SocketDir: c.socketDir()}))
+		return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime, SocketDir: c.socketDir(), NoEgressPort: !c.SandboxPort}))
 	},
 	RuntimeKubernetes: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
 		selector, _ := parseSelector(c.KubeNodeSelector) // checked by Validate

@@ -443,35 +443,97 @@ except urllib.error.HTTPError as e:
 	}
 }
 
-// On Docker (runc) each sandbox reaches the proxy through a Unix socket of its own,
-// mounted into it: the code may talk to it directly, and gets the same policy as
-// through the proxy port. On Kubernetes and under gVisor there is none: net frames
-// carry every connection.
-func TestSandboxSocketServesThePolicy(t *testing.T) {
-	code := fmt.Sprintf(`
+// wayOut is code that tells how the sandbox reaches the proxy (kiln's port in its
+// namespace, the socket, a relay process), then speaks HTTP to the proxy's address itself
+// for an allowed host and one not allowed: it gets the policy there as everywhere.
+func wayOut() string {
+	return fmt.Sprintf(`
 import os, socket
-path = "/run/kiln/egress.sock"
-print("socket", os.path.exists(path))
-if os.path.exists(path):
-    for host in ("allowed.test", "other.test"):
+proxy = os.environ["HTTPS_PROXY"]
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:  # gone since the listing
+        return b""
+relay = any(b"relay.py" in cmdline(p) for p in os.listdir("/proc") if p.isdigit())
+print("proxy", proxy, "socket", os.path.exists("/run/kiln/egress.sock"), "relay", relay)
+def ask(host, connect):
+    if connect == "socket":
         s = socket.socket(socket.AF_UNIX)
-        s.connect(path)
-        s.sendall(b"GET http://%%s:%d/hello HTTP/1.1\r\nHost: %%s:%d\r\nConnection: close\r\n\r\n" %% (host.encode(), host.encode()))
-        answer = b""
-        while chunk := s.recv(65536):
-            answer += chunk
-        print(host, answer.split(b"\r\n", 1)[0].decode(), answer.rsplit(b"\r\n\r\n", 1)[1].decode().strip())
+        s.connect("/run/kiln/egress.sock")
+    else:
+        s = socket.create_connection(connect)
+    s.sendall(b"GET http://%%s:%d/hello HTTP/1.1\r\nHost: %%s:%d\r\nConnection: close\r\n\r\n" %% (host.encode(), host.encode()))
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    print(host, answer.split(b"\r\n", 1)[0].decode(), answer.rsplit(b"\r\n\r\n", 1)[1].decode().strip())
+where = "socket" if os.path.exists("/run/kiln/egress.sock") else ("127.0.0.1", int(proxy.rsplit(":", 1)[1]))
+for host in ("allowed.test", "other.test"):
+    ask(host, where)
+try:
+    socket.create_server(("127.0.0.1", int(proxy.rsplit(":", 1)[1])))
+    print("port taken: False")
+except OSError as e:
+    print("port taken:", e.errno == 98)
 `, plainPort, plainPort)
-	out := ok(t, map[string]any{"code": code})
-	if kilntest.OnKubernetes() || kilntest.Runtime() == "runsc" {
-		if strings.TrimSpace(out.Stdout) != "socket False" {
-			t.Errorf("a Pod or a gVisor sandbox has an egress socket: %s", out.Stdout)
-		}
-		return
+}
+
+// On Docker with runc, kiln listens on 127.0.0.1:3128 in each sandbox's own network
+// namespace (it may enter it: root on the host): no socket, no relay, no frames, and the
+// code cannot take the port. Under gVisor and on Kubernetes net frames carry every
+// connection, through the REPL's own port. The code that speaks HTTP to the proxy's
+// address itself gets the policy as through any client.
+func TestTheWayOutServesThePolicy(t *testing.T) {
+	out := ok(t, map[string]any{"code": wayOut()})
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	policy := fmt.Sprintf("allowed.test HTTP/1.1 200 OK %s (allowed.test:%d)\nother.test HTTP/1.1 403 egress denied: other.test", greeting, plainPort)
+	if len(lines) != 4 || !strings.HasPrefix(strings.Join(lines[1:3], "\n"), policy) || lines[3] != "port taken: True" {
+		t.Fatalf("the way out:\n%s\nwant the policy:\n%s\nand the port taken; stderr %s", out.Stdout, policy, out.Stderr)
 	}
-	want := fmt.Sprintf("socket True\nallowed.test HTTP/1.1 200 OK %s (allowed.test:%d)\nother.test HTTP/1.1 403 egress denied: other.test", greeting, plainPort)
-	if got := strings.TrimSpace(out.Stdout); !strings.HasPrefix(got, want) {
-		t.Errorf("through the socket:\n%s\nwant:\n%s", got, want)
+	want := "proxy http://127.0.0.1:3128 socket False relay False"
+	if kilntest.OnKubernetes() || kilntest.Runtime() == "runsc" {
+		want = "socket False relay False" // the REPL's own port, on whatever port it got
+	}
+	if !strings.HasSuffix(lines[0], want) {
+		t.Errorf("the way out: %q, want %q", lines[0], want)
+	}
+}
+
+// With EGRESS_SANDBOX_PORT=false (or a kiln that may not enter namespaces: kiln in a
+// container of its own) a runc sandbox reaches the proxy through a Unix socket of its own,
+// mounted at /run/kiln, by a relay process beside the REPL: the policy holds there too,
+// for the code that talks to the socket itself, and real bytes arrive whole.
+func TestTheSocketAndItsRelayServeThePolicy(t *testing.T) {
+	if kilntest.OnKubernetes() || kilntest.Runtime() == "runsc" {
+		t.Skip("the socket is Docker's with runc; the Docker pass of make test runs this")
+	}
+	env := slices.DeleteFunc(slices.Clone(egressEnv), func(v string) bool { return strings.HasPrefix(v, "POOLS=") })
+	env = append(env, "EGRESS_SANDBOX_PORT=false", "POOL_SIZE=1")
+	s, err := kilntest.Start(kilntest.Options{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	var out kilntest.ExecResponse
+	if resp, err := s.PostJSON("/exec", map[string]any{"lang": "py", "code": wayOut()}, &out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /exec: %v %v", resp, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	policy := fmt.Sprintf("allowed.test HTTP/1.1 200 OK %s (allowed.test:%d)\nother.test HTTP/1.1 403 egress denied: other.test", greeting, plainPort)
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], "socket True relay True") || !strings.HasPrefix(strings.Join(lines[1:3], "\n"), policy) {
+		t.Fatalf("through the socket:\n%s\nwant the socket, the relay and the policy:\n%s\nstderr %s", out.Stdout, policy, out.Stderr)
+	}
+	const size = 20 << 20
+	code := fmt.Sprintf("import hashlib, urllib.request\nh = hashlib.sha256()\nwith urllib.request.urlopen(%q, timeout=60) as r:\n    while b := r.read(1 << 20):\n        h.update(b)\nprint(h.hexdigest())",
+		plainURL("allowed.test", fmt.Sprintf("/bytes?n=%d", size)))
+	out = kilntest.ExecResponse{}
+	if resp, err := s.PostJSON("/exec", map[string]any{"lang": "py", "code": code}, &out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /exec: %v %v", resp, err)
+	}
+	if got, want := strings.TrimSpace(out.Stdout), kilntest.PatternDigest(size); got != want {
+		t.Errorf("20 MB through the relay: digest %q, want %q (stderr %s)", got, want, out.Stderr)
 	}
 }
 

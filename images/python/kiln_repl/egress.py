@@ -10,7 +10,9 @@ against the operator's policy and dials the host itself; the REPL only carries b
 Each way, a side sends at most WINDOW bytes of a connection that the other has not acknowledged
 ("ack" after delivering them), so that neither holds more than that per connection.
 
-Where the runtime mounts a Unix socket of the sandbox's own that kiln listens on (Docker:
+Where kiln listens on a port in the sandbox's own network namespace (Docker with runc:
+KILN_EGRESS_PORT), the proxy variables name that port and the REPL carries nothing: the code's
+connections reach kiln directly. Else, where the runtime mounts a Unix socket of the sandbox's own that kiln listens on (Docker:
 KILN_EGRESS_SOCKET), the proxy port is a relay process's instead (kiln_repl.relay), which carries
 each connection over a connection to that socket: no frames on the channel, and no wait on the
 interpreter the code runs in. kiln's proxy serves both alike. When the socket cannot be reached
@@ -25,6 +27,7 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from kiln_repl import relay
@@ -33,6 +36,7 @@ from kiln_repl.running import block_run_signals
 
 EGRESS_ENV = "KILN_EGRESS"
 SOCKET_ENV = "KILN_EGRESS_SOCKET"  # sandbox.EgressSocketVar
+PORT_ENV = "KILN_EGRESS_PORT"  # sandbox.EgressPortVar
 RELAY_SCRIPT = relay.__file__  # run as a script of its own, loaded here as the server's modules all are
 CA_ENV = "KILN_EGRESS_CA"  # PEM: the operator's CAs, trusted beside the system's
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
@@ -324,35 +328,48 @@ def reachable(socket_path: str, logger: Logger) -> bool:
         probe.close()
 
 
-def start_egress(send: Send, logger: Logger, data_dir: str) -> tuple[Forwarder | None, RelayProcess | None]:
-    """The way out when the host turned egress on: the relay process over the sandbox's socket
-    when it can be reached, else the forwarder over the channel; started and in the environment."""
+@dataclass
+class Way:
+    """How the code's proxy connections leave the sandbox. Egress is on with neither a
+    forwarder nor a relay when kiln listens on the proxy port itself (KILN_EGRESS_PORT)."""
+
+    on: bool = False
+    forwarder: Forwarder | None = None
+    relay: RelayProcess | None = None
+
+
+def start_egress(send: Send, logger: Logger, data_dir: str) -> Way:
+    """The way out when the host turned egress on: kiln's own port in the sandbox's namespace
+    when the host opened one, else the relay process over the sandbox's socket when it can be
+    reached, else the forwarder over the channel; started and in the environment."""
     ca = os.environ.pop(CA_ENV, "")
     socket_path = os.environ.pop(SOCKET_ENV, "")
+    port = os.environ.pop(PORT_ENV, "")
     if os.environ.pop(EGRESS_ENV, "") != "1":
-        return None, None
-    relay: RelayProcess | None = None
-    forwarder: Forwarder | None = None
-    if reachable(socket_path, logger):
+        return Way()
+    way = Way(on=True)
+    if port.isdigit():
+        # kiln listens there before any code runs: nothing in the sandbox relays.
+        os.environ.update(proxy_environment(int(port)))
+    elif reachable(socket_path, logger):
         relay = RelayProcess(socket_path, logger)
         if relay.start():
             os.environ.update(proxy_environment(relay.port))
-        else:
-            relay = None
-    if relay is None:
+            way.relay = relay
+    if not port.isdigit() and way.relay is None:
         try:
-            forwarder = Forwarder(send, logger)
+            way.forwarder = Forwarder(send, logger)
         except OSError as exc:
             logger.log(f"no egress: the proxy port could not be opened: {exc!r}")
-            return None, None
-        os.environ.update(forwarder.environment())
-        forwarder.start()
+            return Way()
+        os.environ.update(way.forwarder.environment())
+        way.forwarder.start()
     if ca:
         trust(ca, logger)
     base = os.path.join(data_dir, PACKAGES_BASE)
     os.environ["PYTHONUSERBASE"] = base
     os.environ.update(PIP_SETTINGS)
-    return forwarder, relay
+    return way
 
 
 def site_packages(data_dir: str) -> str:

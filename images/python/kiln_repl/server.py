@@ -79,8 +79,8 @@ class Server:
         self.languages = ["python", *self.programs]
         self.channel = Channel(proto_in, proto_out, self.interrupter, logger, self.languages)
         # Before the pre-imports, so that what they start sees the proxy's variables.
-        self.forwarder, self.relay = start_egress(self.channel.send, logger, data_dir)
-        self.egress = self.forwarder is not None or self.relay is not None
+        way = start_egress(self.channel.send, logger, data_dir)
+        self.forwarder, self.relay, self.egress = way.forwarder, way.relay, way.on
         self.packages: Packages | None = None  # what pip installs in the session, with egress on
         if self.forwarder is not None:
             self.channel.net = self.forwarder.deliver

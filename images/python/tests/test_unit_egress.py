@@ -142,12 +142,30 @@ class SocketTest(unittest.TestCase):
     def test_a_socket_not_there_means_the_forwarder(self) -> None:
         host = Host()
         with mock.patch.dict(os.environ, {"KILN_EGRESS": "1", "KILN_EGRESS_SOCKET": self.path}):
-            forwarder, relay = start_egress(host.send, Logger(2), self.dir.name)
-            self.assertIsNone(relay)
-            self.assertIsNotNone(forwarder)
+            way = start_egress(host.send, Logger(2), self.dir.name)
+            self.assertTrue(way.on)
+            self.assertIsNone(way.relay)
+            forwarder = way.forwarder
             assert forwarder is not None
             self.assertEqual(os.environ["HTTPS_PROXY"], f"http://127.0.0.1:{forwarder.port}")
             self.assertNotIn("KILN_EGRESS_SOCKET", os.environ)
+
+    def test_kilns_own_port_needs_no_relay_and_no_forwarder(self) -> None:
+        host = Host()
+        with mock.patch.dict(os.environ, {"KILN_EGRESS": "1", "KILN_EGRESS_PORT": "3128",
+                                          "KILN_EGRESS_SOCKET": self.path}):
+            way = start_egress(host.send, Logger(2), self.dir.name)
+            self.assertTrue(way.on)
+            self.assertIsNone(way.relay)
+            self.assertIsNone(way.forwarder)
+            self.assertEqual(os.environ["HTTPS_PROXY"], "http://127.0.0.1:3128")
+            self.assertEqual(os.environ["http_proxy"], "http://127.0.0.1:3128")
+            self.assertNotIn("KILN_EGRESS_PORT", os.environ)
+            self.assertTrue(host.frames.empty(), "nothing goes over the channel")
+
+    def test_egress_off_is_no_way(self) -> None:
+        with mock.patch.dict(os.environ, {"KILN_EGRESS_PORT": "3128"}):
+            self.assertFalse(start_egress(Host().send, Logger(2), self.dir.name).on)
 
 
 class NetRequestTest(unittest.TestCase):
