@@ -20,6 +20,7 @@ type Metrics struct {
 
 	executions *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
+	queueWait  *prometheus.HistogramVec
 	stateBytes prometheus.Histogram
 	outBytes   prometheus.Histogram
 	wireBytes  *prometheus.CounterVec
@@ -56,6 +57,10 @@ func New() *Metrics {
 		duration: f.histogramVec("kiln_execution_duration_seconds",
 			"Execution latency by phase: queue is the wait for a warm sandbox (every checkout, served or not), "+
 				"execution the run inside the sandbox, total the whole call as the API saw it.", durationBuckets, "phase"),
+		queueWait: f.histogramVec("kiln_pool_queue_wait_seconds",
+			"The wait for a warm sandbox by the caller's share: within when its caller had no other checkout "+
+				"waiting (it waits at most one turn of each other caller), over when it had (one of a burst). "+
+				"Callers are never named.", durationBuckets, "share"),
 		stateBytes: f.histogram("kiln_execution_state_bytes",
 			"Size of the compressed state blob an execution returned, for runs that returned one.",
 			prometheus.ExponentialBuckets(1<<10, 4, 9)), // 1 KiB .. 64 MiB
@@ -115,6 +120,9 @@ func New() *Metrics {
 	}
 	for _, o := range checkoutOutcomes {
 		m.checkouts.WithLabelValues(o)
+	}
+	for _, share := range []string{"within", "over"} {
+		m.queueWait.WithLabelValues(share)
 	}
 	for _, d := range egressDecisions {
 		m.egress.WithLabelValues(d)

@@ -104,8 +104,8 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	obs.WarmFailed(fmt.Errorf("%w: container create: boom", kiln.ErrRuntime))
 	obs.Removed(nil)
 	obs.Removed(errors.New("remove failed"))
-	obs.Waited(time.Millisecond, nil)
-	obs.Waited(10*time.Second, kiln.ErrQueueTimeout)
+	obs.Waited(time.Millisecond, pool.ShareWithin, nil)
+	obs.Waited(10*time.Second, pool.ShareOver, kiln.ErrQueueTimeout)
 	m.Request("/exec", "POST", 200, time.Millisecond)
 	m.Request("unmatched", "BREW", 404, time.Millisecond)
 	m.Forwarded("/exec", "to_owner")
@@ -118,6 +118,8 @@ func TestExportedNamesAndRecent(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`kiln_executions_total{status="ok"} 1`,
+		`kiln_pool_queue_wait_seconds_count{share="within"} 1`,
+		`kiln_pool_queue_wait_seconds_count{share="over"} 1`,
 		`kiln_replica_forwards_total{how="to_owner",route="/exec"} 2`,
 		`kiln_replica_forwards_total{how="from_replica",route="/mcp"} 1`,
 		`kiln_executions_total{status="error"} 1`,

@@ -52,8 +52,11 @@ func (o *poolObserver) WarmFailed(err error) {
 	o.m.warmFailures.WithLabelValues(o.name, WarmupReason(err)).Inc()
 }
 
-func (o *poolObserver) Removed(err error)                 { o.m.Removed(err) }
-func (o *poolObserver) Waited(d time.Duration, err error) { o.m.Waited(d, err) }
+func (o *poolObserver) Removed(err error) { o.m.Removed(err) }
+func (o *poolObserver) Waited(d time.Duration, share pool.Share, err error) {
+	o.m.Waited(d, err)
+	o.m.queueWait.WithLabelValues(string(share)).Observe(d.Seconds())
+}
 
 // Removed counts a removal; a failed removal is a possible leak.
 func (m *Metrics) Removed(err error) {

@@ -22,13 +22,18 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // fakeObserver counts pool events.
 type fakeObserver struct {
-	warmed, warmFailed, removed, waited atomic.Int32
+	warmed, warmFailed, removed, waited, over atomic.Int32
 }
 
-func (o *fakeObserver) Warmed(time.Duration)        { o.warmed.Add(1) }
-func (o *fakeObserver) WarmFailed(error)            { o.warmFailed.Add(1) }
-func (o *fakeObserver) Removed(error)               { o.removed.Add(1) }
-func (o *fakeObserver) Waited(time.Duration, error) { o.waited.Add(1) }
+func (o *fakeObserver) Warmed(time.Duration) { o.warmed.Add(1) }
+func (o *fakeObserver) WarmFailed(error)     { o.warmFailed.Add(1) }
+func (o *fakeObserver) Removed(error)        { o.removed.Add(1) }
+func (o *fakeObserver) Waited(_ time.Duration, share Share, _ error) {
+	o.waited.Add(1)
+	if share == ShareOver {
+		o.over.Add(1)
+	}
+}
 
 // testConfig is a small, fast pool configuration.
 func testConfig(size int) Config {

@@ -142,12 +142,14 @@ func TestGiveUpDeadSandbox(t *testing.T) {
 
 // Waiting checkouts take turns across callers: alice's burst, queued first, costs bob's
 // one checkout at most one turn, and carol, who comes last, is served before alice's
-// third; each caller's own checkouts go in their order.
+// third; each caller's own checkouts go in their order. Alice's three behind her first
+// are counted as over her share, the others within.
 func TestWaitingCallersTakeTurns(t *testing.T) {
 	f := &sandboxtest.Fake{Gate: make(chan struct{})} // warm-ups hang: only the hand-overs serve
 	cfg := testConfig(1)
 	cfg.QueueTimeout = 5 * time.Second
-	p := newTestPool(t, cfg, f, nil)
+	obs := &fakeObserver{}
+	p := newTestPool(t, cfg, f, obs)
 	as := func(who string) context.Context { return kiln.WithCaller(context.Background(), who) }
 
 	type queued struct {
@@ -192,5 +194,9 @@ func TestWaitingCallersTakeTurns(t *testing.T) {
 	}
 	if want := []string{"alice0", "bob4", "carol5", "alice1", "alice2", "alice3"}; !slices.Equal(order, want) {
 		t.Errorf("served %v, want %v", order, want)
+	}
+	waitFor(t, "six waits observed", func() bool { return obs.waited.Load() == 6 })
+	if got := obs.over.Load(); got != 3 {
+		t.Errorf("%d waits over their share, want 3 (alice's behind her first)", got)
 	}
 }

@@ -52,8 +52,20 @@ type Observer interface {
 	Warmed(d time.Duration)
 	WarmFailed(err error)
 	Removed(err error)
-	Waited(d time.Duration, err error)
+	Waited(d time.Duration, share Share, err error)
 }
+
+// Share is where a checkout stood among the waiting ones when it came, for the operator's
+// view of fairness: ShareWithin when its caller had no other checkout waiting (it waits at
+// most one turn of each other caller), ShareOver when it had (one of a burst, which waits
+// behind the other callers' turns). A checkout served at once is within its share.
+type Share string
+
+// The shares of a checkout.
+const (
+	ShareWithin Share = "within"
+	ShareOver   Share = "over"
+)
 
 // Pool keeps Config.Size sandboxes warm. Create it with New; Close it when done.
 type Pool struct {
@@ -163,12 +175,13 @@ func (p *Pool) awaitingError(err error) *kiln.Error {
 // The caller must give the sandbox back with Release, whatever happens.
 func (p *Pool) Checkout(ctx context.Context) (sandbox.Sandbox, error) {
 	start := p.now()
-	sb, err := p.checkout(ctx)
-	p.obs.Waited(p.now().Sub(start), err)
+	share := ShareWithin
+	sb, err := p.checkout(ctx, &share)
+	p.obs.Waited(p.now().Sub(start), share, err)
 	return sb, err
 }
 
-func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
+func (p *Pool) checkout(ctx context.Context, share *Share) (sandbox.Sandbox, error) {
 	var zero sandbox.Sandbox
 	p.mu.Lock()
 	if p.closed {
@@ -190,7 +203,14 @@ func (p *Pool) checkout(ctx context.Context) (sandbox.Sandbox, error) {
 		return zero, kiln.ErrQueueFull
 	}
 	w := make(chan sandbox.Sandbox, 1)
-	p.waiters = append(p.waiters, waiter{ch: w, caller: kiln.CallerOf(ctx)})
+	caller := kiln.CallerOf(ctx)
+	for _, x := range p.waiters {
+		if x.caller == caller {
+			*share = ShareOver
+			break
+		}
+	}
+	p.waiters = append(p.waiters, waiter{ch: w, caller: caller})
 	p.mu.Unlock()
 	p.poke()
 
@@ -400,7 +420,7 @@ func isDone(sb sandbox.Sandbox) bool {
 
 type nopObserver struct{}
 
-func (nopObserver) Warmed(time.Duration)        {}
-func (nopObserver) WarmFailed(error)            {}
-func (nopObserver) Removed(error)               {}
-func (nopObserver) Waited(time.Duration, error) {}
+func (nopObserver) Warmed(time.Duration)               {}
+func (nopObserver) WarmFailed(error)                   {}
+func (nopObserver) Removed(error)                      {}
+func (nopObserver) Waited(time.Duration, Share, error) {}
