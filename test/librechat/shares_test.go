@@ -67,6 +67,26 @@ func TestOneUsersBurstCostsAnotherOneTurn(t *testing.T) {
 	if refused.Load() != 12 || retryAfter.Load() != 12 || aliceDone.Load() != 12 {
 		t.Errorf("alice: %d answered, %d refused (%d with Retry-After); want 12 and 12: her share is 12 at once", aliceDone.Load(), refused.Load(), retryAfter.Load())
 	}
+	// The operator sees it in the queue's wait by share: alice's calls behind her own
+	// waited over her share, and waited longer than the calls within theirs (bob's).
+	metrics := string(sendTo(t, s.URL, http.MethodGet, "/metrics", platform(), nil).body)
+	series := func(name string) float64 {
+		for line := range strings.Lines(metrics) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				var f float64
+				fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		t.Fatalf("/metrics has no %s", name)
+		return 0
+	}
+	overN, overSum := series(`kiln_pool_queue_wait_seconds_count{share="over"}`), series(`kiln_pool_queue_wait_seconds_sum{share="over"}`)
+	withinN, withinSum := series(`kiln_pool_queue_wait_seconds_count{share="within"}`), series(`kiln_pool_queue_wait_seconds_sum{share="within"}`)
+	if overN < 5 || withinN < 5 || overSum/overN <= withinSum/withinN {
+		t.Errorf("queue wait by share: over %v waits of %.2f s on average, within %v of %.2f s; want alice's burst over its share, waiting longer",
+			overN, overSum/max(overN, 1), withinN, withinSum/max(withinN, 1))
+	}
 }
 
 // QUOTA_STORAGE_MB under LibreChat's tokens: alice's second 3 MB upload over a 5 MB quota
