@@ -106,7 +106,7 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 		} else {
 			inKiln = append(inKiln, d...)
 		}
-		if d, err := hostTimed(ctx, egressDownload, caFile, fmt.Sprintf("http://127.0.0.1:%d/bytes?n=%d", pp, size)); err != nil {
+		if d, err := hostTimed(ctx, k, egressDownload, caFile, fmt.Sprintf("http://127.0.0.1:%d/bytes?n=%d", pp, size)); err != nil {
 			log.Printf("egress download on the host: %v", err)
 		} else {
 			onHost = append(onHost, d...)
@@ -122,7 +122,7 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 	} else {
 		inKiln = d
 	}
-	if d, err := hostTimed(ctx, egressGets, caFile, fmt.Sprintf("https://localhost:%d/hello", sp), strconv.Itoa(gets)); err != nil {
+	if d, err := hostTimed(ctx, k, egressGets, caFile, fmt.Sprintf("https://localhost:%d/hello", sp), strconv.Itoa(gets)); err != nil {
 		log.Printf("egress GETs on the host: %v", err)
 	} else {
 		onHost = d
@@ -132,7 +132,7 @@ func (b *bench) egressPhase(ctx context.Context, res *Results) error {
 
 	// Two sessions alike but for the install; each call resumes after the session's
 	// sandbox died, so that its state (and in one, the package) is written back.
-	with, without := resumedCalls(ctx, k, reps, true), resumedCalls(ctx, k, reps, false)
+	with, without := resumedCalls(ctx, k, 2*reps, true), resumedCalls(ctx, k, 2*reps, false) // a few ms apart: more calls for a steadier p50
 	res.Latency = append(res.Latency, with, without)
 	return nil
 }
@@ -176,9 +176,12 @@ func upstreamHandler() *http.ServeMux {
 	return mux
 }
 
-// kilnTimed runs code in a fresh sandbox and reads the milliseconds it printed: the last
-// figure of each line.
+// kilnTimed runs code in a fresh sandbox, once the pool is full and idle, and reads the
+// milliseconds it printed: the last figure of each line.
 func kilnTimed(ctx context.Context, k *client, code string, args ...string) ([]time.Duration, error) {
+	if err := settle(ctx, k); err != nil {
+		return nil, err
+	}
 	r, err := k.exec(ctx, map[string]any{"lang": "py", "code": code, "args": args, "capture_state": false})
 	if err != nil {
 		return nil, err
@@ -189,8 +192,20 @@ func kilnTimed(ctx context.Context, k *client, code string, args ...string) ([]t
 	return timings(r.Stdout)
 }
 
-// hostTimed runs code with the host's python3, straight to the upstream.
-func hostTimed(ctx context.Context, code, caFile string, args ...string) ([]time.Duration, error) {
+// settle waits until kiln's pool is full and idle: no sandbox warms beside what is timed
+// (each call of kilnTimed leaves one to replace), in kiln or on the host.
+func settle(ctx context.Context, k *client) error {
+	wctx, cancel := context.WithTimeout(ctx, refillWait)
+	defer cancel()
+	return k.waitQuiet(wctx)
+}
+
+// hostTimed runs code with the host's python3, straight to the upstream, once kiln's
+// pool is full and idle.
+func hostTimed(ctx context.Context, k *client, code, caFile string, args ...string) ([]time.Duration, error) {
+	if err := settle(ctx, k); err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, "python3", append([]string{"-c", code}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + caFile, "NO_PROXY=*"}
 	out, err := cmd.Output()
