@@ -147,7 +147,7 @@ func (c *Checker) live() map[string]any {
 	st := c.Live.Stats()
 	return map[string]any{
 		"enabled": true, "idle": st.Idle, "busy": st.Busy, "max": st.Max, "memory_bytes": st.Memory,
-		"calls": nonNil(st.Counts.Calls), "ended": nonNil(st.Counts.Ended),
+		"calls": nonNil(st.Counts.Calls), "ended": nonNil(st.Counts.Ended), "flushes": nonNil(st.Counts.Flushes),
 	}
 }
 

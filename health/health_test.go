@@ -108,14 +108,16 @@ func TestDetailedLive(t *testing.T) {
 		{"off", nil, map[string]any{"enabled": false}},
 		{"on, nothing yet", fakeLive{Max: 40}, map[string]any{
 			"enabled": true, "idle": 0, "busy": 0, "max": 40, "memory_bytes": int64(0),
-			"calls": map[string]int64{}, "ended": map[string]int64{},
+			"calls": map[string]int64{}, "ended": map[string]int64{}, "flushes": map[string]int64{},
 		}},
 		{"on, in use", fakeLive{Idle: 2, Busy: 1, Memory: 300 << 20, Max: 8, Counts: live.Counts{
-			Calls: map[string]int64{"new": 3, "reused": 7},
-			Ended: map[string]int64{"idle": 1, "capacity": 2},
+			Calls:   map[string]int64{"new": 3, "reused": 7},
+			Ended:   map[string]int64{"idle": 1, "capacity": 2},
+			Flushes: map[string]int64{"stored": 5, "failed": 1},
 		}}, map[string]any{
 			"enabled": true, "idle": 2, "busy": 1, "max": 8, "memory_bytes": int64(300 << 20),
 			"calls": map[string]int64{"new": 3, "reused": 7}, "ended": map[string]int64{"idle": 1, "capacity": 2},
+			"flushes": map[string]int64{"stored": 5, "failed": 1},
 		}},
 	}
 	for _, tt := range tests {

@@ -22,6 +22,14 @@ const (
 	EndShutdown = "shutdown" // kiln stops
 )
 
+// How a flush of a pending namespace went (Registry.CountFlush).
+const (
+	FlushStored    = "stored"    // its state was stored
+	FlushUnchanged = "unchanged" // nothing had changed since the state stored before it
+	FlushStale     = "stale"     // its session's stored state had changed elsewhere: not written back
+	FlushFailed    = "failed"    // the capture or the store failed: the session resumes an older state
+)
+
 // Config bounds the live sandboxes.
 type Config struct {
 	Max int // live sandboxes at once, at most
@@ -68,8 +76,13 @@ var flushed = map[string]bool{EndIdle: true, EndLifetime: true, EndCapacity: tru
 
 // Counts are the registry's totals since it started.
 type Counts struct {
-	Calls map[string]int64 // calls by runtime status: new, reused, resumed
-	Ended map[string]int64 // live sandboxes ended, by reason (End*)
+	Calls   map[string]int64 // calls by runtime status: new, reused, resumed
+	Ended   map[string]int64 // live sandboxes ended, by reason (End*)
+	Flushes map[string]int64 // flushes of pending namespaces, by outcome (Flush*)
+}
+
+func newCounts() Counts {
+	return Counts{Calls: map[string]int64{}, Ended: map[string]int64{}, Flushes: map[string]int64{}}
 }
 
 // Stats is a snapshot of the registry.
@@ -104,7 +117,7 @@ type Registry struct {
 func New(cfg Config, release func(sandbox.Sandbox), log *slog.Logger) *Registry {
 	return &Registry{cfg: cfg, release: release, log: log, now: time.Now,
 		idle: map[string]*Binding{}, busy: map[string]*Binding{},
-		counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
+		counts: newCounts()}
 }
 
 // SetFlush sets what stores a pending binding's namespace before its sandbox ends for
@@ -361,8 +374,7 @@ func (r *Registry) Holds(id string) bool {
 func (r *Registry) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := Stats{Idle: len(r.idle), Busy: len(r.busy), Max: r.cfg.Max,
-		Counts: Counts{Calls: map[string]int64{}, Ended: map[string]int64{}}}
+	st := Stats{Idle: len(r.idle), Busy: len(r.busy), Max: r.cfg.Max, Counts: newCounts()}
 	for _, set := range []map[string]*Binding{r.idle, r.busy} {
 		for _, b := range set {
 			st.Memory += b.Memory
@@ -374,7 +386,17 @@ func (r *Registry) Stats() Stats {
 	for k, v := range r.counts.Ended {
 		st.Counts.Ended[k] = v
 	}
+	for k, v := range r.counts.Flushes {
+		st.Counts.Flushes[k] = v
+	}
 	return st
+}
+
+// CountFlush counts a flush of a pending namespace by its outcome (Flush*).
+func (r *Registry) CountFlush(outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts.Flushes[outcome]++
 }
 
 // sweepEvery is how often Run looks for sandboxes past their bounds or dead.

@@ -25,7 +25,9 @@ func (m *Metrics) WatchLive(src LiveSource) {
 // scrape on, at zero until they happen, so that rates see every series.
 var (
 	liveCallStatuses = []string{session.RuntimeNew, session.RuntimeReused, session.RuntimeResumed}
-	liveEndReasons   = []string{live.EndIdle, live.EndLifetime, live.EndCapacity, live.EndDied, live.EndDiscard, live.EndShutdown}
+	liveEndReasons   = []string{live.EndIdle, live.EndLifetime, live.EndCapacity, live.EndQuota, live.EndDied,
+		live.EndDiscard, live.EndStale, live.EndShutdown}
+	liveFlushOutcomes = []string{live.FlushStored, live.FlushUnchanged, live.FlushStale, live.FlushFailed}
 )
 
 var (
@@ -44,13 +46,18 @@ var (
 			"LIVE_SESSION_LIFETIME_SECONDS), capacity (the least recently used, to make room under LIVE_SESSIONS_MAX), "+
 			"died (it died, or its call left it unusable: a kill, out of memory, no answer), discard (its session let it go: "+
 			"a rollback, a state put, a deleted session), shutdown.", []string{"reason"}, nil)
+	descLiveFlushes = prometheus.NewDesc("kiln_live_flushes_total",
+		"Stores of a live session's state after its calls answered (STATE_SAVE_DELAY_MS), by outcome: stored, "+
+			"unchanged (nothing new since the last one), stale (the session's stored state had changed elsewhere: "+
+			"not written back), failed (the session resumes from an older state, which its next answer says).",
+		[]string{"outcome"}, nil)
 )
 
 // liveCollector reads one snapshot of the registry per scrape.
 type liveCollector struct{ src LiveSource }
 
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLiveSessions, descLiveMax, descLiveMemory, descLiveCalls, descLiveEnded} {
+	for _, d := range []*prometheus.Desc{descLiveSessions, descLiveMax, descLiveMemory, descLiveCalls, descLiveEnded, descLiveFlushes} {
 		ch <- d
 	}
 }
@@ -66,6 +73,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLiveMemory, float64(st.Memory))
 	counters(ch, descLiveCalls, liveCallStatuses, st.Counts.Calls)
 	counters(ch, descLiveEnded, liveEndReasons, st.Counts.Ended)
+	counters(ch, descLiveFlushes, liveFlushOutcomes, st.Counts.Flushes)
 }
 
 // counters sends one counter per known label value, and one for any other the counts

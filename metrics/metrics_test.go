@@ -216,15 +216,19 @@ func TestLiveCollector(t *testing.T) {
 				`kiln_live_sessions_ended_total{reason="idle"} 0`, `kiln_live_sessions_ended_total{reason="lifetime"} 0`,
 				`kiln_live_sessions_ended_total{reason="capacity"} 0`, `kiln_live_sessions_ended_total{reason="died"} 0`,
 				`kiln_live_sessions_ended_total{reason="discard"} 0`, `kiln_live_sessions_ended_total{reason="shutdown"} 0`,
-				"# TYPE kiln_live_sessions gauge", "# TYPE kiln_live_calls_total counter",
+				`kiln_live_sessions_ended_total{reason="quota"} 0`, `kiln_live_sessions_ended_total{reason="stale"} 0`,
+				`kiln_live_flushes_total{outcome="stored"} 0`, `kiln_live_flushes_total{outcome="unchanged"} 0`,
+				`kiln_live_flushes_total{outcome="stale"} 0`, `kiln_live_flushes_total{outcome="failed"} 0`,
+				"# TYPE kiln_live_sessions gauge", "# TYPE kiln_live_calls_total counter", "# TYPE kiln_live_flushes_total counter",
 				"# TYPE kiln_live_sessions_ended_total counter",
 			},
 		},
 		{
 			name: "in use",
 			src: fakeLive{Idle: 3, Busy: 2, Memory: 512 << 20, Max: 8, Counts: live.Counts{
-				Calls: map[string]int64{"new": 5, "reused": 12, "resumed": 1},
-				Ended: map[string]int64{"idle": 2, "capacity": 1, "died": 1},
+				Calls:   map[string]int64{"new": 5, "reused": 12, "resumed": 1},
+				Ended:   map[string]int64{"idle": 2, "capacity": 1, "died": 1},
+				Flushes: map[string]int64{"stored": 9, "unchanged": 2},
 			}},
 			want: []string{
 				`kiln_live_sessions{state="idle"} 3`, `kiln_live_sessions{state="busy"} 2`,
@@ -233,6 +237,8 @@ func TestLiveCollector(t *testing.T) {
 				`kiln_live_calls_total{status="resumed"} 1`,
 				`kiln_live_sessions_ended_total{reason="idle"} 2`, `kiln_live_sessions_ended_total{reason="capacity"} 1`,
 				`kiln_live_sessions_ended_total{reason="died"} 1`, `kiln_live_sessions_ended_total{reason="lifetime"} 0`,
+				`kiln_live_flushes_total{outcome="stored"} 9`, `kiln_live_flushes_total{outcome="unchanged"} 2`,
+				`kiln_live_flushes_total{outcome="failed"} 0`,
 			},
 		},
 		{

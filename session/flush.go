@@ -118,43 +118,52 @@ func (s *Service) flushEnding(b *live.Binding) {
 var errFlushStale = errors.New("the session's stored state changed since its live sandbox last served it")
 
 // flush captures b's namespace and stores it as its session's state; b is no longer
-// pending after. The caller holds the session's turn.
+// pending after. The caller holds the session's turn. Each flush is counted by how it went.
 func (s *Service) flush(b *live.Binding) error {
+	outcome, err := s.flushOnce(b)
+	s.live.CountFlush(outcome)
+	return err
+}
+
+func (s *Service) flushOnce(b *live.Binding) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	sess, err := s.store.Session(ctx, b.Session)
 	if err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return live.FlushFailed, fmt.Errorf("flush: %w", err)
 	}
 	if sess.StateSHA256 != b.StateSHA256 {
-		return errFlushStale
+		return live.FlushStale, errFlushStale
 	}
 	req := executor.Request{Lang: executor.LangPython, CaptureState: true, Live: true, Flush: true,
 		Sandbox: b.Sandbox, StateBase: b.StateToken, Owner: b.Owner, ExecutionID: kiln.NewID(),
 		MilliCPU: b.MilliCPU, MemoryMB: b.MemoryMB}
 	if err := s.validate(&req); err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return live.FlushFailed, fmt.Errorf("flush: %w", err)
 	}
 	res, err := s.capture.Run(ctx, req)
 	if err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return live.FlushFailed, fmt.Errorf("flush: %w", err)
 	}
 	defer res.Release() // the sandbox came with the request: nothing to give back
 	if !res.Reusable || res.Status != executor.StatusOK {
-		return fmt.Errorf("flush: the sandbox did not answer the capture (%s)", res.Status)
+		return live.FlushFailed, fmt.Errorf("flush: the sandbox did not answer the capture (%s)", res.Status)
 	}
 	changed, err := s.saveState(ctx, sess, req, res)
 	if err != nil {
-		return err
+		return live.FlushFailed, err
 	}
 	if changed {
 		if sess, err = s.store.Session(ctx, b.Session); err != nil {
-			return fmt.Errorf("flush: %w", err)
+			return live.FlushFailed, fmt.Errorf("flush: %w", err)
 		}
 	}
 	b.StateSHA256, b.Memory = sess.StateSHA256, res.MemoryBytes
 	captured(b, res)
-	return nil
+	if !changed {
+		return live.FlushUnchanged, nil
+	}
+	return live.FlushStored, nil
 }
 
 // StoreAll makes every call from now on store its state before it answers, and stores

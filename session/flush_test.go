@@ -63,6 +63,9 @@ func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
 	if n := flushes.Load(); n != 1 {
 		t.Errorf("%d flushes, want one for the three calls", n)
 	}
+	if got := e.reg.Stats().Counts.Flushes; got[live.FlushStored] != 1 || len(got) != 1 {
+		t.Errorf("flushes counted %v, want one stored", got)
+	}
 	reqs := e.run.calls()
 	flush := reqs[len(reqs)-1]
 	if !flush.Flush || flush.Code != "" || !flush.CaptureState || flush.Sandbox == nil || flush.Sandbox.ID() != "sandbox-1" ||
@@ -175,5 +178,24 @@ func TestStoreAllStoresThePendingAndEndsTheDelay(t *testing.T) {
 	}
 	if res := e.exec(t, sid, "x = 3"); res.StatePending {
 		t.Error("a call after StoreAll answered before storing its state")
+	}
+}
+
+// A pending namespace whose session's stored state changed elsewhere meanwhile (another
+// replica resumed and ran it) is not written back over the newer state: its sandbox ends
+// as stale, and the flush is counted as stale.
+func TestAStaleFlushWritesNothingBack(t *testing.T) {
+	e, flushes := newDeferringEnv(t, 100*time.Millisecond)
+	sid := e.exec(t, "", "x = 1").Session.ID
+	if res := e.exec(t, sid, "x = 2"); !res.StatePending {
+		t.Fatal("the live call is not pending")
+	}
+	e.putState(t, sid, "S9-from-elsewhere")
+	waitUntil(t, "the stale flush counted", func() bool { return e.reg.Stats().Counts.Flushes[live.FlushStale] == 1 })
+	if got := string(e.state(t, sid)); got != "S9-from-elsewhere" || flushes.Load() != 0 {
+		t.Errorf("stored %q after %d captures, want the other replica's state and no capture", got, flushes.Load())
+	}
+	if n := e.reg.Stats().Counts.Ended[live.EndStale]; n != 1 {
+		t.Errorf("ended stale: %d, want 1", n)
 	}
 }
