@@ -56,8 +56,9 @@ func TestDetailedMatchesOpenAPI(t *testing.T) {
 	st := pool.Stats{Target: 2, Ready: 1, InUse: 1, Kept: 3, Counts: pool.Counts{Created: 6},
 		Sandboxes: []pool.SandboxInfo{{ID: "0123456789ab", State: "ready", Age: 2 * time.Second}}}
 	inUse := healthLive{Idle: 2, Busy: 1, Memory: 300 << 20, Max: 8, Counts: live.Counts{
-		Calls: map[string]int64{"new": 3, "reused": 7, "resumed": 1},
-		Ended: map[string]int64{"idle": 1, "capacity": 2},
+		Calls:   map[string]int64{"new": 3, "reused": 7, "resumed": 1},
+		Ended:   map[string]int64{"idle": 1, "capacity": 2},
+		Flushes: map[string]int64{"stored": 4},
 	}}
 	tests := []struct {
 		name     string
@@ -68,7 +69,7 @@ func TestDetailedMatchesOpenAPI(t *testing.T) {
 		{"live sessions on", inUse, map[string]any{
 			"enabled": true, "idle": 2.0, "busy": 1.0, "max": 8.0, "memory_bytes": float64(300 << 20),
 			"calls": map[string]any{"new": 3.0, "reused": 7.0, "resumed": 1.0},
-			"ended": map[string]any{"idle": 1.0, "capacity": 2.0},
+			"ended": map[string]any{"idle": 1.0, "capacity": 2.0}, "flushes": map[string]any{"stored": 4.0},
 		}},
 	}
 	for _, tt := range tests {
