@@ -127,6 +127,9 @@ var (
 	ErrShuttingDown = errors.New("shutting down")
 	// ErrUnsupportedLanguage: no pool's sandboxes run the language asked for.
 	ErrUnsupportedLanguage = errors.New("no pool serves this language")
+	// ErrSizedFull: as many sandboxes of requests' own sizes as the pool keeps warm are in
+	// use (a runtime that cannot resize a warm one starts one per such request).
+	ErrSizedFull = errors.New("every sandbox of a request's own size is in use")
 )
 
 // callerKey is the context key of WithCaller.

@@ -263,5 +263,8 @@ func (l languages) Languages() ([]string, bool) { return l, true }
 func (languages) Checkout(context.Context, string) (sandbox.Sandbox, error) {
 	return nil, errors.New("the harness's runner runs without sandboxes")
 }
+func (languages) CheckoutSized(context.Context, string, int64, int64) (sandbox.Sandbox, error) {
+	return nil, errors.New("the harness's runner runs without sandboxes")
+}
 func (languages) Release(sandbox.Sandbox) {}
 func (languages) Keep(sandbox.Sandbox)    {}

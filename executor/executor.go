@@ -62,6 +62,9 @@ func LangName(lang string) (string, bool) {
 // language asked for (kiln.ErrUnsupportedLanguage when none does).
 type Pool interface {
 	Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error)
+	// CheckoutSized starts a sandbox with the given limits, none being warm: for a
+	// request's own cpus and memory_mb on a runtime that cannot resize a warm one.
+	CheckoutSized(ctx context.Context, lang string, milliCPU, memoryMB int64) (sandbox.Sandbox, error)
 	Release(sandbox.Sandbox)
 	// Keep ends a checkout without removing the sandbox: the caller keeps it (a live
 	// session) and gives it back with Release.
@@ -110,7 +113,8 @@ type Limits struct {
 	// MemoryMB) up to MaxMilliCPU and MaxMemoryMB; DefaultMilliCPU and DefaultMemoryMB are
 	// the pools' sandboxes', and ExtraMemoryMB what kiln adds to the memory a request
 	// names (the REPL's warm heap). Resizable says the runtime adjusts a running sandbox
-	// (sandbox.Resizer); without it only the defaults are served.
+	// (sandbox.Resizer); without it a request of its own size gets a sandbox started for
+	// it (Pool.CheckoutSized).
 	DefaultMilliCPU, MaxMilliCPU int64
 	DefaultMemoryMB, MaxMemoryMB int64
 	ExtraMemoryMB                int64
@@ -300,7 +304,13 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	sb := req.Sandbox
 	if sb == nil {
 		var err error
-		if sb, err = e.pool.Checkout(kiln.WithCaller(ctx, req.Owner), req.Lang); err != nil {
+		cctx := kiln.WithCaller(ctx, req.Owner)
+		if cpu, mb, own := e.ownSize(&req); own {
+			sb, err = e.pool.CheckoutSized(cctx, req.Lang, cpu, mb)
+		} else {
+			sb, err = e.pool.Checkout(cctx, req.Lang)
+		}
+		if err != nil {
 			if context.Cause(ctx) == errCancelRequested {
 				return nil, kiln.Errorf(kiln.CodeConflict, "execution %s was cancelled before it started", req.ExecutionID)
 			}
@@ -536,9 +546,6 @@ func (e *Executor) validateResources(req *Request) error {
 		return nil
 	}
 	l := e.limits
-	if !l.Resizable && (req.MilliCPU != 0 && req.MilliCPU != l.DefaultMilliCPU || req.MemoryMB != 0 && req.MemoryMB != l.DefaultMemoryMB) {
-		return kiln.Errorf(kiln.CodeInvalid, "cpus and memory_mb other than the sandboxes' own (%s CPUs, %d MB) need a runtime that resizes a running sandbox: Docker's", cpus(l.DefaultMilliCPU), l.DefaultMemoryMB)
-	}
 	switch {
 	case req.MilliCPU < 0 || req.MilliCPU > 0 && req.MilliCPU < 100:
 		return kiln.Errorf(kiln.CodeInvalid, "cpus must be at least 0.1")
@@ -554,6 +561,16 @@ func (e *Executor) validateResources(req *Request) error {
 
 // cpus writes thousandths of a core as cores.
 func cpus(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) }
+
+// ownSize says whether req needs a sandbox started for it (Pool.CheckoutSized): it asks
+// for other limits than the pools' sandboxes have, on a runtime that cannot resize them;
+// and the limits, as the runtime sets them (kiln's extra memory included).
+func (e *Executor) ownSize(req *Request) (milliCPU, memoryMB int64, own bool) {
+	l := e.limits
+	milliCPU, memoryMB = cmp.Or(req.MilliCPU, l.DefaultMilliCPU), cmp.Or(req.MemoryMB, l.DefaultMemoryMB)
+	own = !l.Resizable && (milliCPU != l.DefaultMilliCPU || memoryMB != l.DefaultMemoryMB)
+	return milliCPU, memoryMB + l.ExtraMemoryMB, own
+}
 
 // fit gives sb the CPU and memory req asks for (the defaults when it names none), when
 // they are not what it has: a sandbox of the pool, or a live one an earlier call resized.
@@ -585,6 +602,10 @@ func (e *Executor) checkoutError(err error, lang string) error {
 		return e.unsupported(lang)
 	case errors.Is(err, kiln.ErrQueueFull):
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "all sandboxes are busy and the queue is full; retry later", RetryAfter: e.limits.RetryAfter}
+	case errors.Is(err, kiln.ErrSizedFull):
+		return &kiln.Error{Code: kiln.CodeUnavailable, RetryAfter: e.limits.RetryAfter, Message: fmt.Sprintf(
+			"every sandbox of a request's own size is in use (this runtime starts one for each request that asks for cpus or memory_mb other than %s CPUs and %d MB, at most as many as the pool keeps warm); retry later, or ask for the default size",
+			cpus(e.limits.DefaultMilliCPU), e.limits.DefaultMemoryMB)}
 	case errors.Is(err, kiln.ErrQueueTimeout):
 		return &kiln.Error{Code: kiln.CodeUnavailable, Message: "no sandbox became free within the queue timeout; retry later", RetryAfter: e.limits.RetryAfter}
 	case errors.Is(err, kiln.ErrShuttingDown):

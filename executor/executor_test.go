@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -518,8 +519,40 @@ func TestLangName(t *testing.T) {
 	}
 }
 
-// The CPU and memory a request asks for: within the operator's bounds on a runtime that
-// resizes; the pools' own, or nothing, elsewhere.
+// The CPU and memory a request asks for: within the operator's bounds, on every runtime.
+// On a runtime that cannot resize a warm sandbox, a request of its own size gets one
+// started for it (CheckoutSized, with kiln's extra memory added); one of the pools' size,
+// or of none, a warm one. On a runtime that resizes, every request takes a warm one.
+func TestARequestOfItsOwnSizeGetsASandboxOfIt(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		resizable bool
+		cpu, mem  int64
+		want      [][2]int64
+	}{
+		{"its own size", false, 500, 1024, [][2]int64{{500, 1024 + 64}}},
+		{"memory alone", false, 0, 256, [][2]int64{{1000, 256 + 64}}},
+		{"the pools' size", false, 1000, 512, nil},
+		{"none", false, 0, 0, nil},
+		{"resizable", true, 500, 1024, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakePool{sb: newSandbox(t, reply(func(*protocol.Response) {}))}
+			lim := testLimits()
+			lim.DefaultMilliCPU, lim.MaxMilliCPU, lim.DefaultMemoryMB, lim.MaxMemoryMB, lim.ExtraMemoryMB = 1000, 2000, 512, 2048, 64
+			lim.Resizable = tc.resizable
+			res, err := newTestExecutor(p, lim).Run(context.Background(), Request{Lang: LangPython, Code: "x", MilliCPU: tc.cpu, MemoryMB: tc.mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Release()
+			if !slices.Equal(p.sized, tc.want) || p.checkouts != 1 {
+				t.Errorf("sized checkouts %v of %d, want %v of 1", p.sized, p.checkouts, tc.want)
+			}
+		})
+	}
+}
+
 func TestValidateResources(t *testing.T) {
 	lim := testLimits()
 	lim.DefaultMilliCPU, lim.MaxMilliCPU, lim.DefaultMemoryMB, lim.MaxMemoryMB = 1000, 2000, 512, 2048
@@ -531,7 +564,8 @@ func TestValidateResources(t *testing.T) {
 	}{
 		{"none", false, 0, 0, ""},
 		{"the defaults, not resizable", false, 1000, 512, ""},
-		{"more memory, not resizable", false, 0, 1024, "resizes a running sandbox"},
+		{"more memory, not resizable", false, 0, 1024, ""},
+		{"more memory than the bound, not resizable", false, 0, 4096, "MAX_SANDBOX_MEMORY_MB (2048)"},
 		{"within the bounds", true, 2000, 2048, ""},
 		{"less", true, 500, 256, ""},
 		{"too many cpus", true, 2500, 0, "MAX_SANDBOX_CPUS (2)"},

@@ -112,6 +112,7 @@ type fakePool struct {
 	checkouts int
 	released  []sandbox.Sandbox
 	kept      []sandbox.Sandbox
+	sized     [][2]int64 // the limits CheckoutSized was asked for
 }
 
 func (p *fakePool) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error) {
@@ -128,6 +129,14 @@ func (p *fakePool) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, 
 		return nil, errors.New("the test's pool has no sandbox")
 	}
 	return p.sb, nil
+}
+
+// CheckoutSized hands out the pool's sandbox as Checkout does, recording the size asked.
+func (p *fakePool) CheckoutSized(ctx context.Context, lang string, milliCPU, memoryMB int64) (sandbox.Sandbox, error) {
+	p.mu.Lock()
+	p.sized = append(p.sized, [2]int64{milliCPU, memoryMB})
+	p.mu.Unlock()
+	return p.Checkout(ctx, lang)
 }
 
 // Languages: the fake's sandboxes run what a Python image's do, and one more.

@@ -94,7 +94,11 @@ type Pool struct {
 	out map[string]time.Time
 	// kept holds the sandboxes a checkout kept (Keep): no longer the pool's to count or
 	// replace, still its to remove, at Release or at Close.
-	kept     map[string]sandbox.Sandbox
+	kept map[string]sandbox.Sandbox
+	// sized are the sandboxes started for one request's own limits (CheckoutSized), out or
+	// kept: never warm, never replaced, at most Config.Size of them at once.
+	sized    map[string]bool
+	starting int       // sized sandboxes being started
 	awaiting error     // Config.Await's last error, until it returns nil
 	failures int       // consecutive warm-up failures
 	retryAt  time.Time // no warm-up before this, after failures
@@ -146,7 +150,7 @@ func New(cfg Config, st Starter, log *slog.Logger, obs Observer) *Pool {
 	p := &Pool{
 		cfg: cfg, starter: st, log: log, obs: obs, now: time.Now, learned: make(chan struct{}),
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		out: map[string]time.Time{}, kept: map[string]sandbox.Sandbox{},
+		out: map[string]time.Time{}, kept: map[string]sandbox.Sandbox{}, sized: map[string]bool{},
 	}
 	p.idle.L = &p.mu
 	if cfg.Await != nil {
@@ -313,9 +317,55 @@ func (p *Pool) Release(sb sandbox.Sandbox) {
 	p.mu.Lock()
 	delete(p.out, sb.ID())
 	delete(p.kept, sb.ID())
+	delete(p.sized, sb.ID())
 	p.removeLocked(sb)
 	p.mu.Unlock()
 	p.poke()
+}
+
+// CheckoutSized starts a sandbox of the pool's spec with the limits a request asks for,
+// for a runtime that cannot resize a warm one: a pool of that size with none warm, so the
+// request waits for a start. It is the caller's as a checkout's sandbox is (Keep, Release,
+// removed at Close when kept); nothing replaces it. At most Config.Size are out at once.
+func (p *Pool) CheckoutSized(ctx context.Context, milliCPU, memoryMB int64) (sandbox.Sandbox, error) {
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return nil, kiln.ErrShuttingDown
+	case p.awaiting != nil:
+		err := p.awaitingError(p.awaiting)
+		p.mu.Unlock()
+		return nil, err
+	case len(p.sized)+p.starting >= max(1, p.cfg.Size):
+		p.mu.Unlock()
+		return nil, kiln.ErrSizedFull
+	}
+	p.starting++
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	spec := p.cfg.Spec
+	spec.MilliCPU, spec.MemoryMB = milliCPU, memoryMB
+	// The request's context, bounded as a warm-up is, and cut by Close.
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.WarmupTimeout)
+	stop := context.AfterFunc(p.ctx, cancel)
+	sb, err := p.starter.Start(sctx, spec)
+	stop()
+	cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting--
+	if err != nil {
+		return nil, err
+	}
+	if p.closed {
+		p.removeLocked(sb)
+		return nil, kiln.ErrShuttingDown
+	}
+	p.sized[sb.ID()] = true
+	p.out[sb.ID()] = time.Time{}
+	return sb, nil
 }
 
 // Keep ends a checkout without removing the sandbox: the caller keeps it for more work

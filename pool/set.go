@@ -137,33 +137,59 @@ func (s *Set) awaitLearned(ctx context.Context) {
 // Pool.Checkout does. kiln.ErrUnsupportedLanguage when every pool has said what it serves
 // and none serves lang.
 func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error) {
-	var zero sandbox.Sandbox
+	i, err := s.pick(ctx, lang)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := s.members[i].Pool.Checkout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.out[sb.ID()] = i
+	s.mu.Unlock()
+	return sb, nil
+}
+
+// pick returns the member that serves lang, waiting for the pools to say what they run
+// when they have not all said yet.
+func (s *Set) pick(ctx context.Context, lang string) (int, error) {
 	i, complete := s.member(lang)
 	if i < 0 && !complete {
 		if err := s.awaiting(lang); err != nil {
-			return zero, err // the pools that could serve lang cannot start yet: no use waiting
+			return -1, err // the pools that could serve lang cannot start yet: no use waiting
 		}
 		wctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
 		s.awaitLearned(wctx)
 		switch {
 		case ctx.Err() != nil:
-			return zero, ctx.Err()
+			return -1, ctx.Err()
 		case wctx.Err() != nil:
-			return zero, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
+			return -1, fmt.Errorf("%w: the pools have not said what they run yet", kiln.ErrQueueTimeout)
 		}
 		if i, _ = s.member(lang); i < 0 {
 			if err := s.awaiting(lang); err != nil {
-				return zero, err
+				return -1, err
 			}
 		}
 	}
 	if i < 0 {
-		return zero, kiln.ErrUnsupportedLanguage
+		return -1, kiln.ErrUnsupportedLanguage
 	}
-	sb, err := s.members[i].Pool.Checkout(ctx)
+	return i, nil
+}
+
+// CheckoutSized starts a sandbox for lang with a request's own limits (Pool.CheckoutSized),
+// in the pool that serves lang; Release and Keep take it as any checkout's.
+func (s *Set) CheckoutSized(ctx context.Context, lang string, milliCPU, memoryMB int64) (sandbox.Sandbox, error) {
+	i, err := s.pick(ctx, lang)
 	if err != nil {
-		return zero, err
+		return nil, err
+	}
+	sb, err := s.members[i].Pool.CheckoutSized(ctx, milliCPU, memoryMB)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	s.out[sb.ID()] = i

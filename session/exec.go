@@ -127,6 +127,12 @@ func (s *Service) Exec(ctx context.Context, c Caller, req ExecRequest) (*ExecRes
 		defer release()
 	}
 	run := s.prepare(sess, &req)
+	if run.refit != nil {
+		if err := s.endRefit(run); err != nil {
+			s.settleFailed(run)
+			return nil, err
+		}
+	}
 	run.deferred = s.defers(run, req)
 	if run.bound != nil && run.bound.Pending && !run.deferred {
 		// A call that rolls back on an error needs the state before it stored.

@@ -199,3 +199,50 @@ func TestAStaleFlushWritesNothingBack(t *testing.T) {
 		t.Errorf("ended stale: %d, want 1", n)
 	}
 }
+
+// On a runtime that cannot resize a running sandbox, a live sandbox serves only the calls
+// of its own size: a call that asks for another stores the pending namespace, ends the
+// sandbox and resumes from that state in a sandbox of its size, which then serves the
+// calls of that size; a call of the default size again goes back the same way.
+func TestALiveSandboxServesOnlyItsOwnSizeWhereItCannotBeResized(t *testing.T) {
+	e, flushes := newDeferringEnv(t, time.Hour)
+	e.svc.limits.FixedSize, e.svc.limits.DefaultMilliCPU, e.svc.limits.DefaultMemoryMB = true, 1000, 512
+	call := func(sid, code string, memoryMB int64) *ExecResult {
+		t.Helper()
+		req := execReq()
+		req.SessionID, req.Code, req.MemoryMB = sid, code, memoryMB
+		res, err := e.svc.Exec(t.Context(), alice, req)
+		if err != nil {
+			t.Fatalf("Exec %q: %v", code, err)
+		}
+		return res
+	}
+	sid := call("", "x = 1", 0).Session.ID
+	if res := call(sid, "x = 2", 512); res.RuntimeStatus != RuntimeReused || !res.StatePending {
+		t.Fatalf("the default size named: %s, pending %v; want reused and pending", res.RuntimeStatus, res.StatePending)
+	}
+	big := call(sid, "x = 3", 1024)
+	reqs := e.run.calls()
+	last, flush := reqs[len(reqs)-1], reqs[len(reqs)-2]
+	if big.RuntimeStatus != RuntimeResumed || last.Sandbox != nil || last.MemoryMB != 1024 || string(last.State) != "S1" ||
+		!flush.Flush || flushes.Load() != 1 {
+		t.Fatalf("1024 MB: %s in %v with %d MB from state %q after a flush %v; want resumed from the flushed state in a sandbox of its own",
+			big.RuntimeStatus, last.Sandbox, last.MemoryMB, last.State, flush.Flush)
+	}
+	if n := e.reg.Stats().Counts.Ended[live.EndDiscard]; n != 1 {
+		t.Errorf("%d live sandboxes discarded, want the default-sized one", n)
+	}
+	if res := call(sid, "x = 4", 1024); res.RuntimeStatus != RuntimeReused {
+		t.Errorf("1024 MB again: %s, want reused", res.RuntimeStatus)
+	}
+	if res := call(sid, "x = 5", 0); res.RuntimeStatus != RuntimeResumed {
+		t.Errorf("the default size again: %s, want resumed in a sandbox of that size", res.RuntimeStatus)
+	}
+	if n := e.reg.Stats().Counts.Ended[live.EndDiscard]; n != 2 {
+		t.Errorf("%d live sandboxes discarded, want 2", n)
+	}
+	e.svc.limits.FixedSize = false // a runtime that resizes: the live sandbox serves every size
+	if res := call(sid, "x = 6", 2048); res.RuntimeStatus != RuntimeReused {
+		t.Errorf("resizable, 2048 MB: %s, want reused", res.RuntimeStatus)
+	}
+}

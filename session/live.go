@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ type liveRun struct {
 	status string
 	// deferred: the call captures nothing, its state is left to a flush (flush.go).
 	deferred bool
+	// refit is the session's live sandbox when it has not the size the call asks for and
+	// cannot be resized (Limits.FixedSize): it ends before the call resumes elsewhere.
+	refit *binding
 }
 
 // held is what the call's sandbox holds of the session's files already.
@@ -89,6 +93,9 @@ func (s *Service) prepare(sess *store.Session, req *ExecRequest) *liveRun {
 			s.live.End(run.bound, live.EndStale)
 			run.bound = nil
 		}
+		if run.bound != nil && !s.fitsLive(run.bound, req) {
+			run.refit, run.bound = run.bound, nil
+		}
 		if run.bound != nil {
 			run.status = RuntimeReused
 			req.Sandbox, req.StateBase = run.bound.Sandbox, run.bound.StateToken
@@ -97,6 +104,32 @@ func (s *Service) prepare(sess *store.Session, req *ExecRequest) *liveRun {
 	req.Live = true
 	s.live.Count(run.status)
 	return run
+}
+
+// fitsLive says whether the live sandbox b can serve req as it is sized, or be resized to.
+func (s *Service) fitsLive(b *binding, req *ExecRequest) bool {
+	if !s.limits.FixedSize {
+		return true
+	}
+	cpu, mb := s.limits.DefaultMilliCPU, s.limits.DefaultMemoryMB
+	return cmp.Or(req.MilliCPU, cpu) == cmp.Or(b.MilliCPU, cpu) && cmp.Or(req.MemoryMB, mb) == cmp.Or(b.MemoryMB, mb)
+}
+
+// endRefit ends the live sandbox that cannot serve the call at its size (liveRun.refit),
+// its pending namespace stored first: the call resumes from the store.
+func (s *Service) endRefit(run *liveRun) error {
+	if run.refit.Pending {
+		if err := s.flush(run.refit); err != nil {
+			reason := live.EndDied
+			if errors.Is(err, errFlushStale) {
+				reason = live.EndStale
+			}
+			s.live.End(run.refit, reason)
+			return fmt.Errorf("storing the session's state before a call of another size: %w", err)
+		}
+	}
+	s.live.End(run.refit, live.EndDiscard)
+	return nil
 }
 
 // settle keeps the call's sandbox for the session's next call, or ends it. It stays only

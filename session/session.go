@@ -88,6 +88,12 @@ type Limits struct {
 	// MaxStoredBytes bounds what one caller's sessions hold in the store, files and
 	// states (QUOTA_STORAGE_MB): uploads and state puts past it are refused. 0 is none.
 	MaxStoredBytes int64
+	// FixedSize says the runtime cannot resize a running sandbox (gVisor, Kubernetes): a
+	// live sandbox serves only the calls that ask for the limits it has (DefaultMilliCPU
+	// and DefaultMemoryMB for a call that names none). Another call of its session stores
+	// the pending namespace, ends the sandbox, and resumes in one of its own size.
+	FixedSize                        bool
+	DefaultMilliCPU, DefaultMemoryMB int64
 }
 
 // Config is what a Service needs.

@@ -154,7 +154,8 @@ func (m *Main) Run(ctx context.Context) error {
 		TurnWait:   time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
 		RetryAfter: limits.RetryAfter,
 		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
-			MaxStoredBytes: cfg.QuotaStorageMB << 20},
+			MaxStoredBytes: cfg.QuotaStorageMB << 20,
+			FixedSize:      !limits.Resizable, DefaultMilliCPU: limits.DefaultMilliCPU, DefaultMemoryMB: limits.DefaultMemoryMB},
 		Log:             m.log,
 		StateSaveDelay:  time.Duration(cfg.StateSaveDelayMS) * time.Millisecond,
 		RollbackOnError: cfg.StateOnError == executor.OnErrorRollback,
@@ -522,7 +523,7 @@ func (m *Main) limits() executor.Limits {
 		MaxMemoryMB:     c.MaxSandboxMemoryMB,
 		ExtraMemoryMB:   c.warmHeapMB(),
 		// Docker updates a running container's limits; gVisor's sandboxes and Pods are
-		// not resized here.
+		// not resized here: a request of its own size gets a sandbox started for it.
 		Resizable: c.Runtime == RuntimeDocker && c.SandboxRuntime != "runsc",
 	}
 }

@@ -6,14 +6,34 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kilnsh/kiln/kube"
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
-// limits lists the memory (bytes) and CPU (NanoCpus) limits of the shared server's
-// sandboxes, as the daemon holds them, each "MEMORY NANOCPUS".
+// limits lists the memory (bytes) and CPU (nanocores) limits of the shared server's
+// sandboxes as the runtime holds them, each "MEMORY NANOCPUS": the daemon's (docker
+// inspect), or the Pods' specs.
 func limits(t *testing.T) []string {
 	t.Helper()
+	if kilntest.OnKubernetes() {
+		got, err := kilntest.Kubectl("get", "pods", "--selector", "kiln.managed=true,kiln.instance="+kube.InstanceLabel(srv.Instance),
+			"--output", `jsonpath={range .items[*]}{.spec.containers[0].resources.limits.memory} {.spec.containers[0].resources.limits.cpu}{"\n"}{end}`)
+		if err != nil {
+			t.Fatalf("kubectl get pods: %v: %s", err, got)
+		}
+		var out []string
+		for line := range strings.Lines(got) {
+			if f := strings.Fields(line); len(f) == 2 {
+				mem, cpu := resource.MustParse(f[0]), resource.MustParse(f[1])
+				out = append(out, fmt.Sprintf("%d %d", mem.Value(), cpu.MilliValue()*1_000_000))
+			}
+		}
+		return out
+	}
 	ids, err := kilntest.Containers(srv.Instance)
 	if err != nil {
 		t.Fatal(err)
@@ -29,20 +49,14 @@ func limits(t *testing.T) []string {
 	return out
 }
 
-// A request may ask for its sandbox's CPU and memory within the operator's bounds: on
-// Docker (runc) the warm sandbox is adjusted in place, a live session holds those limits
-// until its next call, which without them gets the defaults back; past the bounds is a
-// 400 naming them. Under gVisor and on Kubernetes, where kiln does not resize a running
-// sandbox, asking for other limits is a 400 that says so.
+// A request may ask for its sandbox's CPU and memory within the operator's bounds; past
+// them is a 400 naming them. On Docker (runc) the warm sandbox is adjusted in place, and
+// a live session holds those limits until its next call, which without them gets the
+// defaults back. Under gVisor and on Kubernetes, where kiln does not resize a running
+// sandbox, one of that size is started for the call; the session's next call without
+// them resumes in a sandbox of the pool's size, and the one of its own size goes.
 func TestPerRequestResources(t *testing.T) {
 	const code = "import numpy as np\na = np.ones((1000, 1000))\nprint(a.sum())"
-	if kilntest.Runtime() != "runc" {
-		status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": 192})
-		if status != http.StatusBadRequest || !strings.Contains(out.Message, "resizes a running sandbox") {
-			t.Errorf("resources under %s: %d %q, want 400 saying the runtime does not resize", kilntest.Runtime(), status, out.Message)
-		}
-		return
-	}
 	defaults := limits(t)
 	if len(defaults) == 0 {
 		t.Fatal("no sandbox of the shared server")
@@ -60,14 +74,27 @@ func TestPerRequestResources(t *testing.T) {
 	}
 	// The session's sandbox stays live with the limits its call asked for.
 	if got := limits(t); !slices.Contains(got, resized) {
-		t.Errorf("the sandboxes' limits %v, want one of %s (the live session's, resized)", got, resized)
+		t.Errorf("the sandboxes' limits %v, want one of %s (the live session's)", got, resized)
+	}
+	if again := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)", "cpus": 0.5, "memory_mb": 192}); again.RuntimeStatus != "reused" {
+		t.Errorf("the live session's next call of the same size: %s, want reused", again.RuntimeStatus)
 	}
 	next := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)"})
-	if next.RuntimeStatus != "reused" || next.Stdout != "(1000, 1000)\n" {
-		t.Errorf("the live session's next call: %s %q", next.RuntimeStatus, next.Stdout)
+	want := "reused" // resized back
+	if kilntest.Runtime() != "runc" {
+		want = "resumed" // in a sandbox of the pool's size
 	}
-	if got := limits(t); slices.Contains(got, resized) {
-		t.Errorf("the sandboxes' limits %v after a call without resources, want the defaults (%s) back", got, def)
+	if next.RuntimeStatus != want || next.Stdout != "(1000, 1000)\n" {
+		t.Errorf("the live session's next call without resources: %s %q, want %s", next.RuntimeStatus, next.Stdout, want)
+	}
+	var got []string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got = limits(t); !slices.Contains(got, resized) {
+			break
+		}
+	}
+	if slices.Contains(got, resized) {
+		t.Errorf("the sandboxes' limits %v after a call without resources, want the defaults (%s) only", got, def)
 	}
 	if status, out := postExec(t, map[string]any{"code": "print(1)", "memory_mb": 4096}); status != http.StatusBadRequest ||
 		!strings.Contains(out.Message, "MAX_SANDBOX_MEMORY_MB") {
@@ -94,7 +121,7 @@ func postExec(t *testing.T, body map[string]any) (int, kilntest.ExecResponse) {
 // and the session goes on live with the array.
 func TestACaptureNeverTakesTheSandboxOverItsMemory(t *testing.T) {
 	if kilntest.Runtime() != "runc" {
-		return // memory_mb is refused there (TestPerRequestResources)
+		return // 768 MB sandboxes beside the suite's: the runc pass of make test runs this
 	}
 	const code = "import numpy as np\nbig = np.random.default_rng(0).random(30_000_000)\nlabel = 'floats'\nprint(big.nbytes)"
 	status, out := postExec(t, map[string]any{"code": code, "memory_mb": 768})
