@@ -138,3 +138,60 @@ func TestACaptureNeverTakesTheSandboxOverItsMemory(t *testing.T) {
 		t.Errorf("the next call: %s %s %q", next.Status, next.RuntimeStatus, next.Stdout)
 	}
 }
+
+// A capture keeps to the memory the sandbox has left (its cgroup's limit less what it
+// uses), whatever the state cap allows. The session holds 120 MB of floats, under a 128 MB
+// cap, and memory that is not state (an unpicklable holder of a large buffer) until 90 MB
+// of its 1 GB are left: the floats' frame (about 115 MB) does not fit beside them. The
+// capture names them as past the memory left and keeps the rest, the call answers ok, and
+// the session goes on live with the floats, where a capture to the cap ended the finished
+// call as oom.
+func TestACaptureKeepsToTheMemoryLeft(t *testing.T) {
+	if kilntest.Runtime() != "runc" {
+		return // 1 GB sandboxes: the runc pass of make test runs this
+	}
+	s, err := kilntest.Start(kilntest.Options{Env: []string{"POOL_SIZE=1", "SANDBOX_MEMORY_MB=1024",
+		"STATE_MAX_SIZE_MB=128", "STATE_MAX_RAW_MB=256", "DATA_DIR=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(time.Minute)
+	exec := func(body map[string]any) kilntest.ExecResponse {
+		t.Helper()
+		body["lang"] = "py"
+		var out kilntest.ExecResponse
+		if resp, err := s.PostJSON("/exec", body, &out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /exec: %v %v %s", resp, err, out.Message)
+		}
+		return out
+	}
+	const code = `import numpy as np
+def free():  # the limit less what is used, page cache that can go not counted (v2, else v1)
+    for limit, used, stat, inactive in (("memory.max", "memory.current", "memory.stat", "inactive_file"),
+            ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file")):
+        try:
+            read = lambda name: open("/sys/fs/cgroup/" + name).read()
+            cache = dict(line.split() for line in read(stat).splitlines())
+            return int(read(limit)) - int(read(used)) + int(cache[inactive])
+        except OSError:
+            pass
+def hold(buffer):  # a generator: never pickled, so its buffer is memory but not state
+    yield buffer
+big = np.random.default_rng(0).random(15_000_000)
+label = "floats"
+ballast = hold(np.ones(free() - (90 << 20), dtype=np.uint8))
+next(ballast)
+print(big.nbytes, free() >> 20 < 100)`
+	out := exec(map[string]any{"code": code})
+	if out.Status != "ok" || out.Stdout != "120000000 True\n" {
+		t.Fatalf("120 MB of floats, 90 MB left: %s %q %s %s", out.Status, out.Stdout, out.Stderr, kilntest.Str(out.Error))
+	}
+	if out.StateError == nil || !strings.Contains(*out.StateError, "over the memory left in the sandbox") ||
+		!strings.Contains(*out.StateError, "big (") || strings.Contains(*out.StateError, "label") {
+		t.Errorf("state_error %v, want big named as over the memory left, label kept", kilntest.Str(out.StateError))
+	}
+	next := exec(map[string]any{"session_id": out.SessionID, "code": "print(big.shape, round(float(big.mean()), 2), label)"})
+	if next.Status != "ok" || next.RuntimeStatus != "reused" || next.Stdout != "(15000000,) 0.5 floats\n" {
+		t.Errorf("the next call: %s %s %q", next.Status, next.RuntimeStatus, next.Stdout)
+	}
+}

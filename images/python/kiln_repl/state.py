@@ -35,6 +35,10 @@ _MISSING = object()
 HEADER_KEY = "kiln-state"  # no Python name can be this: the header is told from an old blob's names
 FORMAT = 2
 HISTORY = ("_", "__", "___")  # the last three results, kept like any name
+CGROUP = "/sys/fs/cgroup"  # the sandbox's own cgroup (a private cgroup namespace)
+# What a capture leaves the sandbox beside the state it keeps: the compressor's and the
+# pickler's own working memory, and the REPL's answer.
+MEMORY_RESERVE = 48 << 20
 
 # UNCHANGED is what capture_state returns for a state that pickles exactly as the one
 # restored: the host keeps the blob it sent, and nothing is compressed or sent back.
@@ -353,8 +357,15 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     the notes say "kept only while the session is live" rather than "not kept". installed, when
     the session may install packages, adds what it installed to the header.
     A capture holds at most the compressed state (max_bytes) beside the namespace: the pickle is
-    compressed and digested as it is written (StateWriter), and sizes are measured the same way."""
+    compressed and digested as it is written (StateWriter), and sizes are measured the same way.
+    It never holds more than the sandbox's memory has room for (memory_room): past that, names
+    are dropped as past max_bytes, and the note says it was the memory."""
     left_out = "kept only while the session is live" if live else "not kept"
+    limit = f"the state limit of {human_size(max_bytes)} compressed"
+    room = memory_room()
+    if room is not None and room < max_bytes:
+        max_bytes = room
+        limit = f"the memory left in the sandbox, {human_size(room)}"
     names, modules, notes = split_namespace(namespace, untouched, left_out)
     packages = {module_name.partition(".")[0] for module_name in modules.values()}
     header: dict[str, Any] = {HEADER_KEY: FORMAT, "modules": modules,
@@ -383,7 +394,7 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
                 if exc.compressed and not compressed:  # under the raw cap, over the compressed one
                     sizes, compressed = measure(names, namespace, max_raw, True)[0], True
                 (blob, digest), dropped = shrink(header, names, namespace, max_raw, max_bytes, sizes, left_out,
-                                                 compressed)
+                                                 compressed, limit)
                 notes.append(dropped)
         except Exception as exc:
             return None, notes + [f"state could not be saved: {describe_exception(exc)}"], None
@@ -408,10 +419,10 @@ def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
 
 def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any], max_raw: int,
            max_bytes: int, sizes: dict[str, int], left_out: str,
-           compressed: bool = False) -> tuple[tuple[bytes, bytes], str]:
+           compressed: bool = False, limit: str = "") -> tuple[tuple[bytes, bytes], str]:
     """Drops names from names, the largest first (by sizes: of their pickle, or compressed of
     their frame), until the state fits both caps; returns what encode returns and a note that
-    names each dropped one with its size."""
+    names each dropped one with its size, and the limit (compressed) it was over."""
     cap = max_bytes if compressed else max_raw
     # The history goes before a user's name of the same size: it is often the same object.
     order = sorted(names, key=lambda name: (sizes.get(name, 0), name in HISTORY), reverse=True)
@@ -430,8 +441,37 @@ def shrink(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, A
         del names[name]
         dropped.append(name)
     shown = ", ".join(f"{name} ({human_size(sizes.get(name, 0), max_raw)})" for name in dropped)
-    kind = "compressed" if compressed else "before compression"
-    return encoded, f"{left_out} (over the state limit of {human_size(cap)} {kind}): {shown}"
+    over = (limit or f"the state limit of {human_size(cap)} compressed") if compressed else \
+        f"the state limit of {human_size(cap)} before compression"
+    return encoded, f"{left_out} (over {over}): {shown}"
+
+
+def memory_room(root: str = CGROUP) -> int | None:
+    """Bytes the sandbox may still take for a capture: its cgroup's memory limit less what it
+    uses (page cache it could drop not counted, as `docker stats` counts) and MEMORY_RESERVE;
+    None when there is no limit or no cgroup to read it from. cgroup v2 (memory.max) first,
+    then v1 (memory/memory.limit_in_bytes), as the host mounts one or the other."""
+    for limit_file, used_file, stat_file, inactive in (
+            ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+            ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat",
+             "total_inactive_file")):
+        try:
+            with open(f"{root}/{limit_file}") as handle:
+                limit = handle.read().strip()
+            if limit == "max" or int(limit) >= 1 << 60:  # v1's "no limit" is a page-rounded 2**63
+                return None
+            with open(f"{root}/{used_file}") as handle:
+                used = int(handle.read())
+            with open(f"{root}/{stat_file}") as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == inactive:
+                        used -= int(value)
+                        break
+            return max(0, int(limit) - used - MEMORY_RESERVE)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def measure(names: dict[str, Any], namespace: dict[str, Any], max_raw: int,

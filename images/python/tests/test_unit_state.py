@@ -4,11 +4,14 @@ functions tied to the live namespace, modules, settings, and the caps."""
 import builtins
 import io
 import json
+import os
 import pickle
+import tempfile
 import tracemalloc
 import types
 import unittest
 from typing import Any
+from unittest import mock
 
 import cloudpickle
 import lz4.frame
@@ -17,8 +20,9 @@ import pandas as pd
 
 import inprocess  # noqa: F401  (the server's package, by path)
 from kiln_repl.settings import Settings
-from kiln_repl.state import (FORMAT, HEADER_KEY, UNCHANGED, StateWriter, TooLarge, bind_namespace, capture_state,
-                             is_kept, is_user_name, pickle_into, restore_state)
+from kiln_repl import state
+from kiln_repl.state import (FORMAT, HEADER_KEY, MEMORY_RESERVE, UNCHANGED, StateWriter, TooLarge, bind_namespace,
+                             capture_state, is_kept, is_user_name, memory_room, pickle_into, restore_state)
 
 MB = 1 << 20
 
@@ -353,6 +357,44 @@ class CapsTest(unittest.TestCase):
         self.assertEqual(sorted(name for name in restored if is_user_name(name)), ["word"])
         self.assertEqual(len(notes), 1)
         self.assertRegex(notes[0], r"^not kept \(over the state limit of 48\.8 KB compressed\): noise \(78\.\d KB\)$")
+
+    def test_over_the_memory_left_in_the_sandbox(self) -> None:
+        # The sandbox has 60 KB of room left: the capture keeps what fits in it and says why.
+        namespace = session("import os\nnoise = os.urandom(80_000)\nword = 'w' * 10")
+        del namespace["os"]
+        with mock.patch.object(state, "memory_room", return_value=60_000):
+            restored, notes, _ = round_trip(namespace, max_bytes=64 * MB)
+        self.assertEqual(sorted(name for name in restored if is_user_name(name)), ["word"])
+        self.assertEqual(len(notes), 1)
+        self.assertRegex(notes[0], r"^not kept \(over the memory left in the sandbox, 58\.6 KB\): noise \(78\.\d KB\)$")
+        with mock.patch.object(state, "memory_room", return_value=None):  # no limit known: the cap alone
+            restored, notes, _ = round_trip(namespace, max_bytes=64 * MB)
+        self.assertEqual((sorted(name for name in restored if is_user_name(name)), notes), (["noise", "word"], []))
+
+    def test_memory_room_reads_the_cgroup(self) -> None:
+        with tempfile.TemporaryDirectory() as root:
+            def write(name: str, text: str) -> None:
+                os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+                with open(os.path.join(root, name), "w") as handle:
+                    handle.write(text + "\n")
+
+            def v2(limit: str, current: int, inactive_file: int) -> int | None:
+                write("memory.max", limit)
+                write("memory.current", str(current))
+                write("memory.stat", f"anon {current}\nfile 9\ninactive_file {inactive_file}\nactive_file 1")
+                return memory_room(root)
+            # 512 MB, 300 used of which 100 is page cache it may drop: 312 left, less the reserve.
+            self.assertEqual(v2(str(512 * MB), 300 * MB, 100 * MB), 312 * MB - MEMORY_RESERVE)
+            self.assertEqual(v2(str(512 * MB), 500 * MB, 0), 0)  # nothing left: never below 0
+            self.assertIsNone(v2("max", 300 * MB, 0))  # no limit
+        with tempfile.TemporaryDirectory() as root:  # cgroup v1, as Debian 12's Docker here mounts it
+            write("memory/memory.limit_in_bytes", str(1024 * MB))
+            write("memory/memory.usage_in_bytes", str(600 * MB))
+            write("memory/memory.stat", f"cache 9\ninactive_file 7\ntotal_inactive_file {200 * MB}")
+            self.assertEqual(memory_room(root), 624 * MB - MEMORY_RESERVE)
+            write("memory/memory.limit_in_bytes", "9223372036854771712")  # v1's no limit
+            self.assertIsNone(memory_room(root))
+        self.assertIsNone(memory_room(os.path.join(root, "missing")))  # no cgroup files at all
 
     def test_history_goes_before_a_name_of_its_size(self) -> None:
         namespace = session("df = bytes(80_000)\n_ = bytes(80_000)")
