@@ -166,7 +166,8 @@ func (s *Server) bySession(r *http.Request, body []byte) replica.Owned {
 	return replica.Claimed(replica.Session, b.SessionID)
 }
 
-// bySessionPath routes a request about the session in the path (its deletion) to its owner.
+// bySessionPath routes a request about the session in the path (its state, a fork, its
+// deletion) to its owner.
 func (s *Server) bySessionPath(r *http.Request, _ []byte) replica.Owned {
 	if id := chi.URLParam(r, "session_id"); kiln.ValidID(id) {
 		return replica.Of(replica.Session, id)

@@ -105,6 +105,35 @@ func TestForwardToOwner(t *testing.T) {
 	}
 }
 
+// A session's state is read, replaced and forked on the replica that owns the session,
+// where its live sandbox and any state waiting for its store are.
+func TestStateRoutesGoToTheOwner(t *testing.T) {
+	rs := newReplicas()
+	_, srvA := rs.start(t, "a")
+	b, srvB := rs.start(t, "b")
+	_, first := postJSON(t, srvB.URL+"/exec", `{"code":"x = 1","lang":"py"}`, nil)
+	sid, _ := first["session_id"].(string)
+	if sid == "" || b.runs() != 1 {
+		t.Fatalf("first call on b: %v", first)
+	}
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/state/" + sid}, {http.MethodGet, "/state/" + sid + "/info"},
+		{http.MethodPost, "/sessions/" + sid + "/fork"},
+	} {
+		req, _ := http.NewRequest(r.method, srvA.URL+r.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := []string{"/state/{session_id} " + ForwardedOut, "/state/{session_id}/info " + ForwardedOut,
+		"/sessions/{session_id}/fork " + ForwardedOut}
+	if !waitSeen(rs.obs["a"], want) {
+		t.Errorf("a observed crossings %q, want %q", rs.obs["a"].ForwardedSeen(), want)
+	}
+}
+
 // brokenOwner is a replica that takes connections and drops each request unanswered, as a
 // kiln dying mid-answer does; after die, the next request it takes is its last: it stops
 // listening before dropping it, as a killed kiln's port goes with it.
