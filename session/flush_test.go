@@ -246,3 +246,20 @@ func TestALiveSandboxServesOnlyItsOwnSizeWhereItCannotBeResized(t *testing.T) {
 		t.Errorf("resizable, 2048 MB: %s, want reused", res.RuntimeStatus)
 	}
 }
+
+// A fork of a session whose last call's state waits for its store copies the newest
+// state: the pending namespace is stored first.
+func TestAForkCopiesThePendingState(t *testing.T) {
+	e, flushes := newDeferringEnv(t, time.Hour)
+	sid := e.exec(t, "", "x = 1").Session.ID
+	if res := e.exec(t, sid, "x = 2"); !res.StatePending {
+		t.Fatal("the live call is not pending")
+	}
+	dst, _, err := e.svc.Fork(t.Context(), alice, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(e.state(t, dst.ID)); got != "S1" || flushes.Load() != 1 {
+		t.Errorf("the fork holds %q after %d flushes, want S1, the pending namespace stored first", got, flushes.Load())
+	}
+}

@@ -40,7 +40,7 @@ func (s *Service) Sessions(ctx context.Context, c Caller, offset, limit int) ([]
 // Fork creates a new session of the caller's that holds a copy of another session's
 // state and files, so that the two can go separate ways.
 func (s *Service) Fork(ctx context.Context, c Caller, sid string) (*store.Session, []*store.File, error) {
-	src, err := s.Session(ctx, c, sid)
+	src, err := s.Settle(ctx, c, sid) // a state waiting for its store is stored first: the fork has the newest
 	if err != nil {
 		return nil, nil, err
 	}
