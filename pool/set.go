@@ -137,11 +137,17 @@ func (s *Set) awaitLearned(ctx context.Context) {
 // Pool.Checkout does. kiln.ErrUnsupportedLanguage when every pool has said what it serves
 // and none serves lang.
 func (s *Set) Checkout(ctx context.Context, lang string) (sandbox.Sandbox, error) {
+	return s.lend(ctx, lang, func(p *Pool) (sandbox.Sandbox, error) { return p.Checkout(ctx) })
+}
+
+// lend takes a sandbox for lang from the pool that serves it with take, and remembers
+// which pool lent it, for Release and Keep.
+func (s *Set) lend(ctx context.Context, lang string, take func(*Pool) (sandbox.Sandbox, error)) (sandbox.Sandbox, error) {
 	i, err := s.pick(ctx, lang)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := s.members[i].Pool.Checkout(ctx)
+	sb, err := take(s.members[i].Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -183,18 +189,7 @@ func (s *Set) pick(ctx context.Context, lang string) (int, error) {
 // CheckoutSized starts a sandbox for lang with a request's own limits (Pool.CheckoutSized),
 // in the pool that serves lang; Release and Keep take it as any checkout's.
 func (s *Set) CheckoutSized(ctx context.Context, lang string, milliCPU, memoryMB int64) (sandbox.Sandbox, error) {
-	i, err := s.pick(ctx, lang)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := s.members[i].Pool.CheckoutSized(ctx, milliCPU, memoryMB)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.out[sb.ID()] = i
-	s.mu.Unlock()
-	return sb, nil
+	return s.lend(ctx, lang, func(p *Pool) (sandbox.Sandbox, error) { return p.CheckoutSized(ctx, milliCPU, memoryMB) })
 }
 
 // awaiting returns the 503 of the first pool that awaits what it needs (Config.Await),
