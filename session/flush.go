@@ -87,11 +87,7 @@ func (s *Service) flushIdle(sid string) {
 	}
 	if err := s.flush(b); err != nil {
 		s.log.Warn("a live session's state could not be stored: its sandbox ends", "session", sid, "err", err)
-		reason := live.EndDied
-		if errors.Is(err, errFlushStale) {
-			reason = live.EndStale
-		}
-		s.live.End(b, reason)
+		s.live.End(b, failedFlushEnd(err))
 		return
 	}
 	s.live.Put(b)
@@ -111,6 +107,15 @@ func (s *Service) flushEnding(b *live.Binding) {
 	if err := s.flush(b); err != nil {
 		s.log.Warn("a live session's state could not be stored before its sandbox ended", "session", b.Session, "err", err)
 	}
+}
+
+// failedFlushEnd is why a live sandbox whose flush failed with err ends: stale when its
+// session's stored state changed elsewhere, else died.
+func failedFlushEnd(err error) string {
+	if errors.Is(err, errFlushStale) {
+		return live.EndStale
+	}
+	return live.EndDied
 }
 
 // errFlushStale is a flush of a namespace whose session's stored state is no longer the

@@ -120,11 +120,7 @@ func (s *Service) fitsLive(b *binding, req *ExecRequest) bool {
 func (s *Service) endRefit(run *liveRun) error {
 	if run.refit.Pending {
 		if err := s.flush(run.refit); err != nil {
-			reason := live.EndDied
-			if errors.Is(err, errFlushStale) {
-				reason = live.EndStale
-			}
-			s.live.End(run.refit, reason)
+			s.live.End(run.refit, failedFlushEnd(err))
 			return fmt.Errorf("storing the session's state before a call of another size: %w", err)
 		}
 	}
