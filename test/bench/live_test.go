@@ -130,3 +130,33 @@ func TestMemoryCgroup(t *testing.T) {
 		t.Errorf("got %d for an absent key, want 0", got)
 	}
 }
+
+// TestHeldPair checks that the row of a live session holding 48 MB is set against kiln's
+// own live print(1) of the same run, with or without a floor, and never split by it.
+func TestHeldPair(t *testing.T) {
+	r := newResults()
+	r.Latency = []Summary{
+		{Name: livePrintRow, N: 30, P50: 3},
+		{Name: heldRow, N: 30, P50: 4.2},
+	}
+	r.pairs = []pair{{row: heldRow, floor: livePrintRow, kiln: true, target: heldTarget, basis: "kiln's"}}
+	for _, floor := range []*Floor{nil, {BareExec: Summary{N: 8, P50: 2}}} {
+		r.Floor = floor
+		if floor != nil {
+			r.Latency = append(r.Latency, Summary{Name: statelessRow, N: 30, P50: 2.6})
+		}
+		got := ratios(r)
+		i := slices.IndexFunc(got, func(x Ratio) bool { return x.Case == heldRow })
+		if i < 0 {
+			t.Fatalf("floor %v: got ratios %+v, want the held row's", floor != nil, got)
+		}
+		if g := got[i]; g.FloorMS != 3 || g.Ratio != 1.4 || g.Target != heldTarget || !strings.Contains(g.Basis, "kiln's") {
+			t.Errorf("floor %v: got %+v, want 4.2 against kiln's 3: 1.4, target %v", floor != nil, g, heldTarget)
+		}
+		for _, p := range breakdown(r) {
+			if p.Case == heldRow {
+				t.Errorf("got part %+v: a row set against kiln's own has no bare exchange to split by", p)
+			}
+		}
+	}
+}

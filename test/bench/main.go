@@ -39,6 +39,7 @@ func main() {
 		beforeI = flag.String("before-image", "", "the sandbox image of the -before build")
 		abCalls = flag.Int("before-calls", 10, "calls per row and build in the -before comparison")
 		onlyR   = flag.Bool("replicas-only", false, "measure only the replicas rows: a live session's calls sent to its replica and forwarded by another")
+		onlyL   = flag.Bool("live-only", false, "measure only the live session rows (print(1), holding 48 MB and the capture's memory, small calls, memory), with no floor")
 		onlyK   = flag.Bool("k8s-only", false, "measure only the Kubernetes phase: kiln with RUNTIME=kubernetes on the cluster of $KUBECONFIG, its floor on bare Pods, sandbox starts on both runtimes")
 	)
 	flag.Parse()
@@ -74,6 +75,9 @@ func main() {
 	case *onlyJ:
 		res.Meta.Target = "kiln's kernels and a Jupyter Server + ipykernel container, both started by the benchmark, loopback"
 		err = b.jupyterPhase(ctx, res)
+	case *onlyL:
+		res.Meta.Target = "kiln started by the benchmark (kilntest), loopback; the live rows only"
+		err = b.liveOnly(ctx, res)
 	case *onlyF:
 		res.Meta.Target = "the floor only, no kiln"
 		b.floorPhase(ctx, res)
@@ -190,6 +194,19 @@ func stop(srv *kilntest.Server) {
 	if err := srv.Stop(time.Minute); err != nil {
 		log.Printf("stopping kiln: %v", err)
 	}
+}
+
+// liveOnly measures the live rows on a kiln of its own, with no floor: the rows set
+// against kiln's own rows have their ratios.
+func (b *bench) liveOnly(ctx context.Context, res *Results) error {
+	srv, k, err := b.start(ctx, []string{"MAX_QUEUE=64", "QUEUE_TIMEOUT_SECONDS=60"}, 4)
+	if err != nil {
+		return fmt.Errorf("start kiln: %w", err)
+	}
+	defer stop(srv)
+	k.instance = srv.Instance
+	livePhase(ctx, k, b.counts, res)
+	return nil
 }
 
 func (b *bench) runLocal(ctx context.Context, res *Results) error {

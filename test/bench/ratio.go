@@ -34,6 +34,8 @@ type pair struct {
 	// of floor, with what it holds: the same exchanges as kiln's, where floor has
 	// less (no state captured) to set a target against.
 	split, splitBasis string
+	// kiln says floor is one of kiln's own rows of the same run, not the floor's.
+	kiln bool
 }
 
 // statelessRow is the kiln row every other row is set against.
@@ -44,12 +46,18 @@ const statelessRow = "warm print(1), stateless, c=1"
 // row's time above stateless print(1) with the bare attach moving the same bytes the
 // same ways, and each live row with the same exchanges on one bare sandbox.
 func ratios(r *Results) []Ratio {
+	var out []Ratio
+	for _, p := range r.pairs {
+		if s, own := r.summary(p.row), r.summary(p.floor); p.kiln && s.N > 0 && own.N > 0 && own.P50 > 0 {
+			out = append(out, Ratio{Case: p.row, KilnMS: s.P50, FloorMS: round(own.P50, 2), Ratio: round(s.P50/own.P50, 2), Target: p.target,
+				Basis: "kiln p50 / p50 of " + p.basis})
+		}
+	}
 	f := r.Floor
 	stateless := r.summary(statelessRow)
 	if f == nil || stateless.N == 0 {
-		return nil
+		return out
 	}
-	var out []Ratio
 	if f.BareExec.N > 0 && f.BareExec.P50 > 0 {
 		out = append(out, Ratio{Case: statelessRow, KilnMS: stateless.P50, Basis: "kiln p50 / bare attach first print(1) p50",
 			FloorMS: f.BareExec.P50, Ratio: round(stateless.P50/f.BareExec.P50, 2), Target: ratioTarget})
@@ -83,7 +91,7 @@ func ratios(r *Results) []Ratio {
 		out = append(out, x)
 	}
 	for _, p := range r.pairs {
-		if s, bare := r.summary(p.row), f.summary(p.floor); s.N > 0 && bare.N > 0 && bare.P50 > 0 {
+		if s, bare := r.summary(p.row), f.summary(p.floor); !p.kiln && s.N > 0 && bare.N > 0 && bare.P50 > 0 {
 			out = append(out, Ratio{Case: p.row, KilnMS: s.P50, FloorMS: round(bare.P50, 2), Ratio: round(s.P50/bare.P50, 2), Target: p.target,
 				Basis: "kiln p50 / p50 of " + p.basis})
 		}
@@ -216,6 +224,9 @@ func breakdown(r *Results) []Part {
 		out = append(out, p)
 	}
 	for _, p := range r.pairs {
+		if p.kiln {
+			continue // set against kiln's own row: no bare exchange to split it by
+		}
 		floor, basis := p.floor, p.basis
 		if p.split != "" {
 			floor, basis = p.split, p.splitBasis

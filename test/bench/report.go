@@ -25,18 +25,19 @@ type Results struct {
 		Target    string `json:"target"`
 		Pacing    string `json:"pacing"`
 	} `json:"meta"`
-	Latency    []Summary    `json:"latency"`
-	Rates      []Rate       `json:"rates"`
-	Exhaustion *Exhaustion  `json:"exhaustion,omitempty"`
-	Resources  Resources    `json:"resources"`
-	Preload    []PreloadRow `json:"preload"`
-	Floor      *Floor       `json:"floor,omitempty"`
-	Ratios     []Ratio      `json:"ratios,omitempty"`
-	Breakdown  []Part       `json:"breakdown,omitempty"`
-	RefillCPU  []RefillCPU  `json:"refill_cpu,omitempty"`
-	AB         *AB          `json:"before_after,omitempty"`
-	LiveMemory *LiveMemory  `json:"live_memory,omitempty"`
-	Kube       *Kube        `json:"kubernetes,omitempty"`
+	Latency       []Summary      `json:"latency"`
+	Rates         []Rate         `json:"rates"`
+	Exhaustion    *Exhaustion    `json:"exhaustion,omitempty"`
+	Resources     Resources      `json:"resources"`
+	Preload       []PreloadRow   `json:"preload"`
+	Floor         *Floor         `json:"floor,omitempty"`
+	Ratios        []Ratio        `json:"ratios,omitempty"`
+	Breakdown     []Part         `json:"breakdown,omitempty"`
+	RefillCPU     []RefillCPU    `json:"refill_cpu,omitempty"`
+	AB            *AB            `json:"before_after,omitempty"`
+	LiveMemory    *LiveMemory    `json:"live_memory,omitempty"`
+	CaptureMemory *CaptureMemory `json:"capture_memory,omitempty"`
+	Kube          *Kube          `json:"kubernetes,omitempty"`
 
 	transfers []transfer // the rows that move a payload, for their ratios
 	realRuns  []realRun  // the real states kiln's rows measured, for their floor
@@ -166,6 +167,7 @@ func table(r *Results) string {
 	b.WriteString(refillCPUText(r, false))
 	b.WriteString(abText(r, false))
 	b.WriteString(liveMemoryText(r, false))
+	b.WriteString(captureMemoryText(r))
 	if wire := r.wireRows(); len(wire) > 0 {
 		fmt.Fprintf(&b, "\n%-44s %16s %16s\n", "bytes kiln exchanged with the sandbox", "in per call", "out per call")
 		for _, s := range wire {
@@ -245,6 +247,7 @@ func markdown(r *Results) string {
 	b.WriteString(refillCPUText(r, true))
 	b.WriteString(abText(r, true))
 	b.WriteString(liveMemoryText(r, true))
+	b.WriteString(captureMemoryText(r))
 	if wire := r.wireRows(); len(wire) > 0 {
 		b.WriteString("\n| bytes kiln exchanged with the sandbox | in per call | out per call |\n|---|---:|---:|\n")
 		for _, s := range wire {
