@@ -58,9 +58,14 @@ run:
 	@IMAGE=$(IMAGE) deploy/run.sh
 
 ## test: everything, against the real Docker daemon and the real images: the images' own tests, every Go package (the short soak, the Prometheus checks and the notebook fidelity suite included, whose figure it prints; nothing may be left in TMPDIR), each fuzz target for FUZZTIME, then the black-box suites under gVisor (test-runsc) and on Kubernetes (test-k8s)
-# Each step prints its time and the time since make test began (test/timed.sh).
+# Each step prints its time and the time since make test began (test/timed.sh). What only
+# compiles (versitygw, Helm, the test Kubernetes, the fuzz binaries) builds in the background
+# beside the steps that wait on containers (test/prebuild.sh), and its times come last.
 test:
+	@deploy/ensure-docker.sh
+	@test/prebuild.sh tools
 	@test/timed.sh "daemons, tools, images and lint" $(MAKE) --no-print-directory test-deps
+	@test/prebuild.sh later
 	@test/timed.sh "the Python image's tests" images/test.sh
 	@test/timed.sh "the polyglot image's tests" images/test.sh polyglot kiln-polyglot:latest
 	@test/timed.sh "every Go package" test/leftovers.sh $(GO) test $(GOTEST_FLAGS) -p 1 ./...
@@ -68,10 +73,11 @@ test:
 	@test/timed.sh "the fuzz targets" $(MAKE) --no-print-directory fuzz-short
 	@test/timed.sh "the suites under gVisor" $(MAKE) --no-print-directory test-runsc
 	@test/timed.sh "the suites on Kubernetes" $(MAKE) --no-print-directory test-k8s
+	@test/prebuild.sh report
 
-## test-deps: what make test needs before its suites: the daemons and tools it starts or builds, the images, and the lint
+## test-deps: what make test needs before its suites: the daemons and tools it starts or builds, the images, and the lint (versitygw and Helm last: make test builds them in the background meanwhile)
 .PHONY: test-deps
-test-deps: docker redis s3 helm chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps
+test-deps: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps s3 helm
 
 ## test-runsc: the sandbox contract, egress, the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
 test-runsc: docker redis image

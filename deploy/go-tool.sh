@@ -11,8 +11,17 @@ dir=$root/.cache/$name/$version
 bin=$dir/$(basename "$pkg")
 
 if [ ! -x "$bin" ]; then
-  echo "$name: building $pkg@$version (a few minutes, once)" >&2
+  # One build at a time: make test starts one in the background (test/prebuild.sh), and a
+  # second caller waits for it rather than building the same tool beside it.
   mkdir -p "$dir"
-  GOBIN=$dir go install "$pkg@$version"
+  exec 9>"$dir.lock"
+  if ! flock -n 9; then
+    echo "$name: waiting for the build under way (test/prebuild.sh)" >&2
+    flock 9
+  fi
+  if [ ! -x "$bin" ]; then
+    echo "$name: building $pkg@$version (a few minutes, once)" >&2
+    GOBIN=$dir go install "$pkg@$version"
+  fi
 fi
 echo "$bin"

@@ -277,6 +277,13 @@ build() {
   command -v go >/dev/null || die "needs Go (>= 1.24) on PATH or in /usr/local/go"
   export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
   mkdir -p "$bin" "$cni" "$cache/logs"
+  # One build at a time: make test starts one in the background (test/prebuild.sh), and
+  # up waits for it rather than building beside it.
+  exec 8>"$cache/build.lock"
+  if ! flock -n 8; then
+    say "waiting for the build under way (test/prebuild.sh; log: ${cache#"$repo"/}/logs/build.log)"
+    flock 8
+  fi
   local b todo=""
   for b in $REQUIRED $OPTIONAL; do
     [ -x "$bin/$b" ] || [ -f "$bin/$b.failed" ] || todo="$todo $b"
@@ -286,6 +293,7 @@ build() {
   [ -x "$cni/tap" ] || build_tap
   if [ ! -x "$cni/loopback" ] || [ ! -x "$cni/host-local" ]; then unpack_debian_cni; fi
   [ -f "$cache/pause.tar" ] || build_pause
+  exec 8>&- # the daemons up starts must not hold the build's lock
   timed "build (cache: ${cache#"$repo"/})" "$t0"
 }
 
