@@ -259,8 +259,12 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close stops taking executions, lets in-flight ones finish within the shutdown grace,
-// then removes every sandbox the pool owns. It is idempotent.
+// removeWithin bounds the removal of kiln's sandboxes at Close, which ctx does not.
+const removeWithin = 30 * time.Second
+
+// Close stops taking executions, lets in-flight ones finish within the shutdown grace
+// (ctx ending cuts that short), then removes every sandbox the pool owns. It is
+// idempotent.
 func (m *Main) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		var errs []error
@@ -329,14 +333,18 @@ func (m *Main) Close(ctx context.Context) error {
 		if m.store != nil {
 			errs = append(errs, m.store.Close())
 		}
+		// The sandboxes go whatever ctx says: a drain cut short (ctx cancelled) still
+		// removes them, within a bound of its own.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), removeWithin)
+		defer rcancel()
 		if m.pools != nil {
-			if err := m.pools.Close(ctx); err != nil {
+			if err := m.pools.Close(rctx); err != nil {
 				errs = append(errs, fmt.Errorf("pool close: %w", err))
 			}
 		}
 		if m.runtime != nil {
 			// Every sandbox of this instance still there is kiln's to remove now.
-			if n, err := m.runtime.RemoveOrphans(ctx); err != nil {
+			if n, err := m.runtime.RemoveOrphans(rctx); err != nil {
 				errs = append(errs, fmt.Errorf("final sweep: %w", err))
 			} else if n > 0 {
 				// A warm-up cut short by the shutdown mid-create leaves its sandbox unknown to the

@@ -56,9 +56,20 @@ func main() {
 	<-ctx.Done()
 	signal.Stop(hup)
 	stop()
-	log.Info("shutting down: draining in-flight executions", "grace_seconds", cfg.ShutdownGraceSeconds)
+	// A second SIGINT or SIGTERM cuts the drain short: kiln no longer waits for the runs
+	// under way, their answers or the stores of pending states, and still removes its
+	// sandboxes before it exits. A third ends it at once.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	log.Info("shutting down: draining in-flight executions (a second signal cuts the drain short)", "grace_seconds", cfg.ShutdownGraceSeconds)
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownGraceSeconds)*time.Second+30*time.Second)
 	defer cancel()
+	go func() {
+		<-again
+		signal.Stop(again)
+		log.Warn("second signal: the drain is cut short; kiln removes its sandboxes and exits")
+		cancel()
+	}()
 	if err := m.Close(closeCtx); err != nil {
 		log.Error("shutdown incomplete", "err", err)
 		os.Exit(1)

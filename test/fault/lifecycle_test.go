@@ -54,6 +54,53 @@ func TestSigtermDrainsInFlight(t *testing.T) {
 	}
 }
 
+// A second SIGTERM during the drain cuts it short: kiln stops waiting for the run under
+// way (whose code would sleep for a minute), removes every sandbox of its instance, the
+// run's included, and exits within seconds, far inside its grace.
+func TestASecondSignalCutsTheDrainShort(t *testing.T) {
+	s := start(t, "POOL_SIZE=1", "SHUTDOWN_GRACE_SECONDS=120")
+	inflight := make(chan result, 1)
+	go func() {
+		inflight <- execWithin(s, 3*time.Minute, map[string]any{"code": "import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('done')", "timeout": 90000})
+	}()
+	kilntest.WaitFor(t, 60*time.Second, "the run to start and the pool to refill", func() bool {
+		p := s.MustPool(t)
+		return p.InUse == 1 && p.Ready == 1 && p.Warming == 0
+	})
+	if n := len(running(t, s.Instance)); n != 2 {
+		t.Fatalf("%d running sandboxes, want 2: the run's and the ready one", n)
+	}
+	if err := syscall.Kill(s.PID(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	kilntest.WaitFor(t, 10*time.Second, "the drain to begin", func() bool {
+		return strings.Contains(s.Logs(), "waiting for in-flight executions")
+	})
+	second := time.Now()
+	if err := syscall.Kill(s.PID(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Exited():
+	case <-time.After(40 * time.Second):
+		t.Fatal("kiln did not exit within 40s of the second SIGTERM (its grace is 120s)")
+	}
+	t.Logf("kiln exited %s after the second SIGTERM", time.Since(second).Round(10*time.Millisecond))
+	if !strings.Contains(s.Logs(), "the drain is cut short") {
+		t.Errorf("the log does not say that the drain was cut short")
+	}
+	out, err := kilntest.Docker("ps", "-aq", "--filter", "label=kiln.instance="+s.Instance)
+	if err != nil {
+		t.Fatalf("docker ps: %v: %s", err, out)
+	}
+	if left := strings.Fields(out); len(left) != 0 {
+		t.Errorf("sandboxes left after kiln exited: %v", left)
+	}
+	if got := <-inflight; got.status == http.StatusOK && got.body.Stdout == "started\ndone\n" {
+		t.Errorf("the run under way finished (%+v): the drain was not cut short", got.body)
+	}
+}
+
 // A sandbox killed from outside in the middle of a run (`docker kill`): the call
 // comes back at once as sandbox_died with exit code 137, and the pool replaces it.
 func TestSandboxKilledMidRun(t *testing.T) {
