@@ -46,18 +46,12 @@ const statelessRow = "warm print(1), stateless, c=1"
 // row's time above stateless print(1) with the bare attach moving the same bytes the
 // same ways, and each live row with the same exchanges on one bare sandbox.
 func ratios(r *Results) []Ratio {
-	var out []Ratio
-	for _, p := range r.pairs {
-		if s, own := r.summary(p.row), r.summary(p.floor); p.kiln && s.N > 0 && own.N > 0 && own.P50 > 0 {
-			out = append(out, Ratio{Case: p.row, KilnMS: s.P50, FloorMS: round(own.P50, 2), Ratio: round(s.P50/own.P50, 2), Target: p.target,
-				Basis: "kiln p50 / p50 of " + p.basis})
-		}
-	}
 	f := r.Floor
 	stateless := r.summary(statelessRow)
 	if f == nil || stateless.N == 0 {
-		return out
+		return pairRatios(r, nil) // the pairs set against kiln's own rows still stand
 	}
+	var out []Ratio
 	if f.BareExec.N > 0 && f.BareExec.P50 > 0 {
 		out = append(out, Ratio{Case: statelessRow, KilnMS: stateless.P50, Basis: "kiln p50 / bare attach first print(1) p50",
 			FloorMS: f.BareExec.P50, Ratio: round(stateless.P50/f.BareExec.P50, 2), Target: ratioTarget})
@@ -90,9 +84,23 @@ func ratios(r *Results) []Ratio {
 		}
 		out = append(out, x)
 	}
+	return append(out, pairRatios(r, f)...)
+}
+
+// pairRatios sets each pair's row against its floor row: one of kiln's own rows for a
+// kiln pair, else the row of f (none without a floor).
+func pairRatios(r *Results, f *Floor) []Ratio {
+	var out []Ratio
 	for _, p := range r.pairs {
-		if s, bare := r.summary(p.row), f.summary(p.floor); !p.kiln && s.N > 0 && bare.N > 0 && bare.P50 > 0 {
-			out = append(out, Ratio{Case: p.row, KilnMS: s.P50, FloorMS: round(bare.P50, 2), Ratio: round(s.P50/bare.P50, 2), Target: p.target,
+		var floor Summary
+		switch {
+		case p.kiln:
+			floor = r.summary(p.floor)
+		case f != nil:
+			floor = f.summary(p.floor)
+		}
+		if s := r.summary(p.row); s.N > 0 && floor.N > 0 && floor.P50 > 0 {
+			out = append(out, Ratio{Case: p.row, KilnMS: s.P50, FloorMS: round(floor.P50, 2), Ratio: round(s.P50/floor.P50, 2), Target: p.target,
 				Basis: "kiln p50 / p50 of " + p.basis})
 		}
 	}
