@@ -62,7 +62,6 @@ run:
 # compiles (versitygw, Helm, the test Kubernetes, the fuzz binaries) builds in the background
 # beside the steps that wait on containers (test/prebuild.sh), and its times come last.
 test:
-	@deploy/ensure-docker.sh
 	@test/prebuild.sh tools
 	@test/timed.sh "daemons, tools, images and lint" $(MAKE) --no-print-directory test-deps
 	@test/prebuild.sh later

@@ -62,9 +62,10 @@ case ${1:-} in
     log=.cache/prebuild-$1.log
     # setsid: the build is not part of make's process group, and outlives this script; it
     # ends on its own once built.
-    setsid bash -c "$(declare -f step fuzz_binaries run); FUZZ_PACKAGES='$FUZZ_PACKAGES'; run $1" >"$log" 2>&1 </dev/null &
+    setsid "$0" run "$1" >"$log" 2>&1 </dev/null &
     echo "prebuild: $1 building in the background (pid $!, log $log)" >&2
     ;;
+  run) run "$2" ;; # the background part itself
   report)
     for part in tools later; do
       [ -f ".cache/prebuild-$part.log" ] && grep -h '^prebuild: ' ".cache/prebuild-$part.log" >&2
