@@ -182,8 +182,16 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{Instance: instance, Key: opts.Key, cmd: cmd, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	addr := make(chan string, 1)
-	go s.readLogs(stderr, addr)
+	logged := make(chan struct{})
 	go func() {
+		s.readLogs(stderr, addr)
+		close(logged)
+	}()
+	go func() {
+		// Wait closes the pipe: read it to its end first, or the last lines of a kiln that
+		// exits at start (the reason it gives) may be lost. kiln starts no processes of its
+		// own, so the pipe ends when it does.
+		<-logged
 		s.exitErr = cmd.Wait()
 		if ownData != "" {
 			_ = os.RemoveAll(ownData)
