@@ -69,18 +69,31 @@ func startPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n, para
 }
 
 // firstOnPods starts n fresh Pods of spec as kiln's pool does, lets them idle, then times
-// one request to each with do. Every Pod is removed, whatever happens.
+// one request to each with do, at most podBatch Pods at a time (each asks for its memory
+// limit, and the test node holds only so many). Every Pod is removed, whatever happens.
 func firstOnPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int, name, note string,
-	do func(context.Context, repl) (time.Duration, error)) (row Summary, err error) {
-	row.Name = name
-	if n == 0 {
-		return row, nil
+	do func(context.Context, repl) (time.Duration, error)) (Summary, error) {
+	var (
+		took  []time.Duration
+		fails int
+		errs  []error
+	)
+	for done := 0; done < n; done += podBatch {
+		t, f, err := firstOnBatch(ctx, kc, spec, min(podBatch, n-done), name, do)
+		took, fails, errs = append(took, t...), fails+f, append(errs, err)
 	}
+	row := summarize(name, took, fails, note)
+	return row, errors.Join(errs...)
+}
+
+// podBatch is how many fresh Pods firstOnPods holds at once.
+const podBatch = 10
+
+func firstOnBatch(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int, name string,
+	do func(context.Context, repl) (time.Duration, error)) (took []time.Duration, fails int, err error) {
 	boxes, err := startPods(ctx, kc, spec, n, 2)
 	defer func() { err = errors.Join(err, removeAll(boxes)) }()
 	time.Sleep(2 * time.Second) // as in bareAttach: the warm-ups' garbage settles
-	var took []time.Duration
-	fails := 0
 	for _, s := range boxes {
 		if s == nil {
 			fails++
@@ -94,7 +107,7 @@ func firstOnPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int
 		}
 		took = append(took, d)
 	}
-	return summarize(name, took, fails, note), err
+	return took, fails, err
 }
 
 // kubeLive is bareLive on one Pod.
