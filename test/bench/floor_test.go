@@ -124,9 +124,12 @@ func TestRatios(t *testing.T) {
 	r.transfers = []transfer{
 		{name: resumedStateRow(10 << 20), bytes: 10 << 20, in: true, out: true},
 		{name: resumedStateRow(10 << 10), bytes: 10 << 10, in: true, out: true},
-		{name: "output file 20 MB returned", bytes: 20 << 20, out: true},
-		{name: "input file 20 MB placed, read back", bytes: 20 << 20, in: true},
+		{name: "output file 20 MB returned", bytes: 20 << 20, out: true, file: true},
+		{name: "input file 20 MB placed, read back", bytes: 20 << 20, in: true, file: true},
 	}
+	// A file row is set against the same exchange with no kiln and, for an output file,
+	// the disk store's synced write: 62.6 / (40 + 8).
+	r.Floor.BareFileOut, r.Floor.DiskWrite = Summary{N: 5, P50: 40}, Summary{N: 5, P50: 8}
 	got := ratios(r)
 	want := []struct {
 		name         string
@@ -135,7 +138,7 @@ func TestRatios(t *testing.T) {
 	}{
 		{statelessRow, 2, 1.3, 0},
 		{resumedStateRow(10 << 20), 40, 1.3, 5.2},
-		{"output file 20 MB returned", 60, 1, 0},
+		{"output file 20 MB returned", 48, 1.3, 0},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d ratios %+v, want %d", len(got), got, len(want))
@@ -148,6 +151,14 @@ func TestRatios(t *testing.T) {
 	}
 	if got := ratios(&Results{Floor: r.Floor}); got != nil {
 		t.Errorf("without a stateless row: got %+v, want none", got)
+	}
+	// Without the disk write's floor the output file has no ratio: never one against
+	// the bare exchange alone.
+	r.Floor.DiskWrite = Summary{}
+	for _, g := range ratios(r) {
+		if g.Case == "output file 20 MB returned" {
+			t.Errorf("without the disk floor: got %+v, want no output file ratio", g)
+		}
 	}
 }
 
@@ -217,7 +228,7 @@ func TestBreakdown(t *testing.T) {
 	r.Floor.BareFileOut = Summary{N: 4, P50: 110}
 	r.Floor.DiskWrite = Summary{N: 4, P50: 50}
 	r.Latency = append(r.Latency, Summary{Name: "in", N: 5, P50: 100, ExecP50: 80}, Summary{Name: "out", N: 5, P50: 200})
-	r.transfers = []transfer{{name: "in", bytes: fileSize, in: true}, {name: "out", bytes: fileSize, out: true}}
+	r.transfers = []transfer{{name: "in", bytes: fileSize, in: true, file: true}, {name: "out", bytes: fileSize, out: true, file: true}}
 	got = breakdown(r)
 	want = []Part{
 		{Case: "in", KilnMS: 100, TransportMS: 30, REPLMS: 40, OwnMS: 30},

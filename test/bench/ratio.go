@@ -42,7 +42,8 @@ type pair struct {
 const statelessRow = "warm print(1), stateless, c=1"
 
 // ratios compares kiln's rows with the floor: stateless print(1) with the bare attach,
-// each real state row with the same exchange over a bare attach, each other transfer
+// each real state row and each file row with the same exchange over a bare attach (an
+// output file's with the disk store's synced write on top), each other transfer
 // row's time above stateless print(1) with the bare attach moving the same bytes the
 // same ways, and each live row with the same exchanges on one bare sandbox.
 func ratios(r *Results) []Ratio {
@@ -62,6 +63,12 @@ func ratios(r *Results) []Ratio {
 			if bare := f.summary(t.bare); s.N > 0 && bare.N > 0 && bare.P50 > 0 {
 				out = append(out, Ratio{Case: t.name, KilnMS: s.P50, FloorMS: round(bare.P50, 2), Ratio: round(s.P50/bare.P50, 2), Target: ratioTarget,
 					Basis: "kiln p50 / bare attach p50 of the same exchange: the session's state blob, the same code"})
+			}
+			continue
+		}
+		if t.file {
+			if x, ok := fileRatio(f, t, s); ok {
+				out = append(out, x)
 			}
 			continue
 		}
@@ -85,6 +92,26 @@ func ratios(r *Results) []Ratio {
 		out = append(out, x)
 	}
 	return append(out, pairRatios(r, f)...)
+}
+
+// fileRatio sets a file row against the same exchange with no kiln: the first run on a
+// fresh sandbox over a bare attach with the same file and code, which moves the file's
+// bytes through the attach and through the REPL's /mnt/data as any design must; and for
+// an output file, which kiln's disk store keeps, a synced write of its bytes on top.
+func fileRatio(f *Floor, t transfer, s Summary) (Ratio, bool) {
+	bare, basis := f.BareFileIn, "kiln p50 / bare attach p50 of the same exchange: the same file and code"
+	if t.out {
+		bare = f.BareFileOut
+		basis = "kiln p50 / (bare attach p50 of the same exchange, the same code, + a synced write of the file, as the disk store keeps it)"
+	}
+	if s.N == 0 || bare.N == 0 || bare.P50 <= 0 || (t.out && f.DiskWrite.N == 0) {
+		return Ratio{}, false
+	}
+	floor := bare.P50
+	if t.out {
+		floor += f.DiskWrite.P50
+	}
+	return Ratio{Case: t.name, KilnMS: s.P50, FloorMS: round(floor, 2), Ratio: round(s.P50/floor, 2), Target: ratioTarget, Basis: basis}, true
 }
 
 // pairRatios sets each pair's row against its floor row: one of kiln's own rows for a
@@ -217,7 +244,7 @@ func breakdown(r *Results) []Part {
 		}
 		s := r.summary(t.name)
 		moved, ok := transferFloor(f.Bytes, int64(t.bytes), t.in, t.out)
-		if s.N == 0 || bare.N == 0 || !ok || t.bytes != fileSize || t.in == t.out {
+		if !t.file || s.N == 0 || bare.N == 0 || !ok || t.in == t.out {
 			continue
 		}
 		p := Part{Case: t.name, KilnMS: s.P50, TransportMS: round(moved, 2), REPLMS: round(bare.P50-moved, 2), InExchangeMS: inExchange(s, bare),

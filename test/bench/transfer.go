@@ -19,6 +19,9 @@ type transfer struct {
 	// bare names the floor row of the same exchange with no kiln, when the floor has
 	// one: the ratio is then to it, not to the bytes floor.
 	bare string
+	// file marks the file rows, whose same exchange with no kiln the floor measures
+	// too (Floor.BareFileIn, BareFileOut): their ratio is to it.
+	file bool
 }
 
 // readOnlySize is the state of the session whose read-only call and live call are also
@@ -128,7 +131,7 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 		body := inputFileBody(sid, fid)
 		res.Latency = append(res.Latency, measuredRow(ctx, k, inName, body, strconv.Itoa(fileSize), n,
 			"stateless; an uploaded file of random bytes named in files, read back by the code"))
-		res.transfers = append(res.transfers, transfer{name: inName, bytes: fileSize, in: true})
+		res.transfers = append(res.transfers, transfer{name: inName, bytes: fileSize, in: true, file: true})
 	}
 
 	outName := fmt.Sprintf("output file %s returned", human(fileSize))
@@ -177,5 +180,5 @@ func filePhase(ctx context.Context, k *client, n int, res *Results) {
 	s.WireIn, s.WireOut = w.perCall(ctx, k, len(execs)+fails)
 	res.Latency = append(res.Latency, s,
 		summarize(fmt.Sprintf("download %s output (GET /download)", human(fileSize)), downloads, dlFails, "after each call above"))
-	res.transfers = append(res.transfers, transfer{name: outName, bytes: fileSize, out: true})
+	res.transfers = append(res.transfers, transfer{name: outName, bytes: fileSize, out: true, file: true})
 }
