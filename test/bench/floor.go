@@ -91,6 +91,7 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 	var took [2][]time.Duration
 	var fails [2]int
 	for i, s := range boxes {
+		time.Sleep(quietGap)
 		op, k := protocol.OpExec, 0
 		if i >= execs {
 			op, k = protocol.OpPing, 1
@@ -103,7 +104,7 @@ func bareAttach(ctx context.Context, image string, execs, pings int) (execRow, p
 		}
 		took[k] = append(took[k], d)
 	}
-	note := "fresh warm sandbox (docker.Runtime.Start, kiln's spec), first request over Send and Receive"
+	note := "fresh warm sandbox (docker.Runtime.Start, kiln's spec), first request over Send and Receive" + quietNote
 	execRow = summarize("floor: bare attach, first print(1)", took[0], fails[0], note)
 	pingRow = summarize("floor: bare attach, first ping", took[1], fails[1], note)
 	return execRow, pingRow, nil
@@ -236,6 +237,16 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 	f.Note = strings.Join(notes, "; ")
 }
 
+// quietGap is how long the floor's machine idles before each request that stands for one
+// of kiln's rows paced quiet (each call once the pool is full and idle, so about a
+// warm-up after the last): a request to an idle machine costs more than one sent right
+// after another. Sent back to back, the bare first print(1) took 1.36 and 1.72 ms at the
+// median; 1.5 s apart, 1.90 and 1.92 (12 each, taking turns, 2026-11-29 10:55Z).
+const quietGap = 1500 * time.Millisecond
+
+// quietNote says so in a floor row's note.
+var quietNote = fmt.Sprintf("; each request %s after the last", quietGap)
+
 // bareStateSize is the state of the bare attach's session rows: kiln's 10 MB state row.
 const bareStateSize = 10 << 20
 
@@ -281,6 +292,7 @@ func bareRuns(ctx context.Context, image string, n int, note string,
 	var fails [2]int
 	for i, s := range boxes[extra:] {
 		j := i % 2
+		time.Sleep(quietGap)
 		d, r, err := exchange(ctx, s, ks[j].req)
 		if err == nil {
 			err = ks[j].check(r)
@@ -293,7 +305,7 @@ func bareRuns(ctx context.Context, image string, n int, note string,
 		took[j] = append(took[j], d)
 	}
 	for j, k := range ks {
-		rows[j] = summarize(k.name, took[j], fails[j], note)
+		rows[j] = summarize(k.name, took[j], fails[j], note+quietNote)
 	}
 	return rows, nil
 }

@@ -69,7 +69,7 @@ func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, erro
 		}
 		out = append(out, s)
 	}
-	note := "one warm sandbox (kiln's spec); after the calls of kiln's session before the row (untimed), the same live request one after another, " +
+	note := "one warm sandbox (kiln's spec); after the calls of kiln's session before the row (untimed), the same live request one after another, each 1.5 s after the last, " +
 		"capturing nothing (the states wait for the flush, as kiln's do)"
 	add(bareLive(ctx, dc, b.image, livePrintFloor, b.counts.liveCalls, note+"; before: print(1), the session's first call",
 		firstCalls(liveRequest("print(1)"))))
@@ -145,7 +145,7 @@ func bareLive(ctx context.Context, dc *docker.Runtime, image, name string, n int
 }
 
 // livePrints brings a bare sandbox where kiln's session's sandbox was (setup, untimed),
-// then times n live print(1) requests one after another, as kiln's live session sends
+// then times n live print(1) requests one after another, quietGap apart, as kiln's live session sends
 // them while their states wait for the flush (pendingRequest): nothing is captured.
 func livePrints(ctx context.Context, s repl, name string, n int, note string, setup setupCalls) (row Summary, err error) {
 	row.Name = name
@@ -155,6 +155,7 @@ func livePrints(ctx context.Context, s repl, name string, n int, note string, se
 	var took []time.Duration
 	fails := 0
 	for range n {
+		time.Sleep(quietGap) // kiln's live rows are paced quiet too
 		d, r, err := exchange(ctx, s, pendingRequest("print(1)"))
 		if err == nil && (r.Status != "ok" || r.Stdout != "1\n" || len(r.State) > 0) {
 			err = fmt.Errorf("answered status %s, stdout %q, %d state bytes back", r.Status, r.Stdout, len(r.State))

@@ -58,7 +58,7 @@ func (b *bench) kubeFloor(ctx context.Context, kc *kube.Runtime, blob []byte, kp
 		}))
 	add(kubeLive(ctx, kc, spec, b.counts.state, firstCalls(resumed),
 		fmt.Sprintf("one warm Pod; after print(1) carrying the %d B blob kiln's session held (untimed, as a resumed call), "+
-			"the same live request one after another, capturing nothing (as kiln's, whose states wait for the flush)", len(blob))))
+			"the same live request one after another, each 1.5 s after the last, capturing nothing (as kiln's, whose states wait for the flush)", len(blob))))
 	return errors.Join(errs...)
 }
 
@@ -82,7 +82,7 @@ func firstOnPods(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n int
 		t, f, err := firstOnBatch(ctx, kc, spec, min(podBatch, n-done), name, do)
 		took, fails, errs = append(took, t...), fails+f, append(errs, err)
 	}
-	row := summarize(name, took, fails, note)
+	row := summarize(name, took, fails, note+quietNote)
 	return row, errors.Join(errs...)
 }
 
@@ -99,6 +99,7 @@ func firstOnBatch(ctx context.Context, kc *kube.Runtime, spec sandbox.Spec, n in
 			fails++
 			continue
 		}
+		time.Sleep(quietGap)
 		d, err := do(ctx, s)
 		if err != nil {
 			log.Printf("%s: %v", name, err)
