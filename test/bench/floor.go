@@ -244,8 +244,11 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 // median; 1.5 s apart, 1.90 and 1.92 (12 each, taking turns, 2026-11-29 10:55Z).
 const quietGap = 1500 * time.Millisecond
 
-// quietNote says so in a floor row's note.
-var quietNote = fmt.Sprintf("; each request %s after the last", quietGap)
+// quietApart and quietNote say so in the floor rows' notes and the ratios' bases.
+var (
+	quietApart = fmt.Sprintf("%s apart", quietGap)
+	quietNote  = fmt.Sprintf("; each request %s after the last", quietGap)
+)
 
 // bareStateSize is the state of the bare attach's session rows: kiln's 10 MB state row.
 const bareStateSize = 10 << 20

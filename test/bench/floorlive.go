@@ -69,7 +69,7 @@ func (b *bench) liveFloors(ctx context.Context, runs []realRun) ([]Summary, erro
 		}
 		out = append(out, s)
 	}
-	note := "one warm sandbox (kiln's spec); after the calls of kiln's session before the row (untimed), the same live request one after another, each 1.5 s after the last, " +
+	note := "one warm sandbox (kiln's spec); after the calls of kiln's session before the row (untimed), the same live request " + quietApart + ", " +
 		"capturing nothing (the states wait for the flush, as kiln's do)"
 	add(bareLive(ctx, dc, b.image, livePrintFloor, b.counts.liveCalls, note+"; before: print(1), the session's first call",
 		firstCalls(liveRequest("print(1)"))))

@@ -58,7 +58,7 @@ func (b *bench) kubeFloor(ctx context.Context, kc *kube.Runtime, blob []byte, kp
 		}))
 	add(kubeLive(ctx, kc, spec, b.counts.state, firstCalls(resumed),
 		fmt.Sprintf("one warm Pod; after print(1) carrying the %d B blob kiln's session held (untimed, as a resumed call), "+
-			"the same live request one after another, each 1.5 s after the last, capturing nothing (as kiln's, whose states wait for the flush)", len(blob))))
+			"the same live request %s, capturing nothing (as kiln's, whose states wait for the flush)", len(blob), quietApart)))
 	return errors.Join(errs...)
 }
 

@@ -11,7 +11,7 @@ type kubePair struct{ row, floor, basis string }
 var kubePairs = []kubePair{
 	{kubeStatelessRow, kubeFloorPrint, "a bare Pod's first print(1) (kube.Runtime.Start, kiln's spec) over Send and Receive"},
 	{kubeResumedRow, kubeFloorState, "a bare Pod's first print(1) carrying the session's 10 MB state blob, as kiln sends a resumed call"},
-	{kubeLiveRow, kubeFloorLive, "the same live print(1), 1.5 s apart on one bare Pod holding the same state"},
+	{kubeLiveRow, kubeFloorLive, "the same live print(1), " + quietApart + " on one bare Pod holding the same state"},
 }
 
 // summary is the Kubernetes phase's floor or start row named name, or none.

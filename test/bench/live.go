@@ -66,7 +66,7 @@ func livePhase(ctx context.Context, k *client, c counts, res *Results) {
 		res.Resources.CPUPerRequestMS["live print(1)"] = cpuMS
 	}
 	res.pairs = append(res.pairs, pair{row: livePrintRow, floor: livePrintFloor, target: ratioTarget,
-		basis: "the same live print(1), 1.5 s apart on one bare sandbox that served its session's first call"})
+		basis: "the same live print(1), " + quietApart + " on one bare sandbox that served its session's first call"})
 	heldPhase(ctx, k, c.liveCalls, res)
 	cellsPhase(ctx, k, c.cells, res)
 	liveMemoryPhase(ctx, k, res)

@@ -99,9 +99,8 @@ func ratios(r *Results) []Ratio {
 // bytes through the attach and through the REPL's /mnt/data as any design must; and for
 // an output file, which kiln's disk store keeps, a synced write of its bytes on top.
 func fileRatio(f *Floor, t transfer, s Summary) (Ratio, bool) {
-	bare, basis := f.BareFileIn, "kiln p50 / bare attach p50 of the same exchange: the same file and code"
+	bare, basis := f.fileFloor(t), "kiln p50 / bare attach p50 of the same exchange: the same file and code"
 	if t.out {
-		bare = f.BareFileOut
 		basis = "kiln p50 / (bare attach p50 of the same exchange, the same code, + a synced write of the file, as the disk store keeps it)"
 	}
 	if s.N == 0 || bare.N == 0 || bare.P50 <= 0 || (t.out && f.DiskWrite.N == 0) {
@@ -112,6 +111,15 @@ func fileRatio(f *Floor, t transfer, s Summary) (Ratio, bool) {
 		floor += f.DiskWrite.P50
 	}
 	return Ratio{Case: t.name, KilnMS: s.P50, FloorMS: round(floor, 2), Ratio: round(s.P50/floor, 2), Target: ratioTarget, Basis: basis}, true
+}
+
+// fileFloor is the bare attach's run of file row t's exchange: a file in (placed, read
+// back) or out (written, returned); a file row moves its file one way.
+func (f *Floor) fileFloor(t transfer) Summary {
+	if t.out {
+		return f.BareFileOut
+	}
+	return f.BareFileIn
 }
 
 // pairRatios sets each pair's row against its floor row: one of kiln's own rows for a
@@ -238,13 +246,12 @@ func breakdown(r *Results) []Part {
 			}
 			continue
 		}
-		bare := f.BareFileIn
-		if t.out {
-			bare = f.BareFileOut
+		if !t.file {
+			continue
 		}
-		s := r.summary(t.name)
+		bare, s := f.fileFloor(t), r.summary(t.name)
 		moved, ok := transferFloor(f.Bytes, int64(t.bytes), t.in, t.out)
-		if !t.file || s.N == 0 || bare.N == 0 || !ok || t.in == t.out {
+		if s.N == 0 || bare.N == 0 || !ok {
 			continue
 		}
 		p := Part{Case: t.name, KilnMS: s.P50, TransportMS: round(moved, 2), REPLMS: round(bare.P50-moved, 2), InExchangeMS: inExchange(s, bare),

@@ -139,7 +139,7 @@ func realStatePhase(ctx context.Context, k *client, n int, res *Results) {
 		res.Latency = append(res.Latency, row)
 		res.Resources.CPUPerRequestMS["state "+s.what+", live, "+c.label] = cpuMS
 		res.pairs = append(res.pairs, pair{row: s.liveRowName(), floor: liveStateFloor(s.what), target: ratioTarget,
-			basis: "the same live " + c.label + ", 1.5 s apart on one bare sandbox holding the session's state blob"})
+			basis: "the same live " + c.label + ", " + quietApart + " on one bare sandbox holding the session's state blob"})
 	}
 }
 

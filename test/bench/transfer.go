@@ -94,7 +94,7 @@ func statePhase(ctx context.Context, k *client, sizes []int, n int, res *Results
 		res.Latency = append(res.Latency, s)
 		res.Resources.CPUPerRequestMS["state "+human(size)+", live"] = cpuMS
 		res.pairs = append(res.pairs, pair{row: name, floor: liveStateFloor(human(size) + " state"), target: ratioTarget,
-			basis: "the same live print(1), 1.5 s apart on one bare sandbox holding the same state"})
+			basis: "the same live print(1), " + quietApart + " on one bare sandbox holding the same state"})
 	}
 }
 
