@@ -142,7 +142,7 @@ type counts struct {
 
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
-		bigState: 3, files: 12, floorExecs: 30, floorPings: 4, floorStates: 4, floorFiles: 12, bytesReps: 3, stream: 8,
+		bigState: 3, files: 12, floorExecs: 30, floorPings: 4, floorStates: 8, floorFiles: 12, bytesReps: 3, stream: 8,
 		liveCalls: 30, cells: 3, starts: 8, egress: 5, kernel: 50}
 }
 
