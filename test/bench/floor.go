@@ -36,7 +36,7 @@ type Floor struct {
 	// kiln's call.
 	RealState []Summary `json:"bare_attach_first_exec_real_state,omitempty"`
 	// Live is the live rows' exchanges with no kiln (liveFloors): requests shaped as
-	// kiln's live calls, one after another on one bare sandbox that served its session's
+	// kiln's live calls, quietGap apart on one bare sandbox that served its session's
 	// first call; and the small calls on one interpreter that captures nothing.
 	Live []Summary `json:"bare_attach_live,omitempty"`
 	// BareFileIn and BareFileOut are the file rows' exchanges with no kiln, and
@@ -219,7 +219,7 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 		f.RealState, err = bareRealStates(ctx, b.image, b.counts.floorStates, res.realRuns)
 		note("bare attach with real states", err)
 	}
-	log.Printf("floor: live sessions, exchanges one after another on one bare sandbox")
+	log.Printf("floor: live sessions, exchanges %s on one bare sandbox", quietApart)
 	f.Live, err = b.liveFloors(ctx, res.realRuns)
 	note("bare attach, live", err)
 	log.Printf("floor: 20 MB files over a bare attach, and on disk")

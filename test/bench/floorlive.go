@@ -145,8 +145,8 @@ func bareLive(ctx context.Context, dc *docker.Runtime, image, name string, n int
 }
 
 // livePrints brings a bare sandbox where kiln's session's sandbox was (setup, untimed),
-// then times n live print(1) requests one after another, quietGap apart, as kiln's live session sends
-// them while their states wait for the flush (pendingRequest): nothing is captured.
+// then times n live print(1) requests, quietGap apart, as kiln's live session sends them
+// while their states wait for the flush (pendingRequest): nothing is captured.
 func livePrints(ctx context.Context, s repl, name string, n int, note string, setup setupCalls) (row Summary, err error) {
 	row.Name = name
 	if _, err := setup(ctx, s); err != nil {
