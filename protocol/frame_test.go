@@ -226,6 +226,20 @@ func TestEncodeRequestFrame(t *testing.T) {
 		t.Fatalf("got %d buffers, want the header, the caller's state slice, two files, the end", len(bufs))
 	}
 
+	// A cell in plain Python, and kiln's own read of a namespace, say so; the default says nothing.
+	bufs, err = EncodeRequest(&Request{ID: "s", Op: OpExec, Lang: "python", Code: "x", PlainPython: true, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(bytes.Join(bufs, nil)); !strings.Contains(got, `"plain_python":true,"read_only":true}`) {
+		t.Errorf("got %q, want plain_python and read_only at the header's end", got)
+	}
+	head := strings.TrimPrefix(string(bufs[0]), RequestStart+"\n")
+	back, err := DecodeRequest(Frame{Header: []byte(strings.TrimSuffix(head, "\n"))})
+	if err != nil || !back.PlainPython || !back.ReadOnly {
+		t.Errorf("decoded %+v, %v; want both read back", back, err)
+	}
+
 	bufs, err = EncodeRequest(&Request{ID: "p", Op: OpPing})
 	if err != nil {
 		t.Fatal(err)

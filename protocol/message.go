@@ -145,6 +145,11 @@ type Request struct {
 	// DeleteFiles are paths under /mnt/data to remove before the run: files of the
 	// session that a live sandbox holds and the session no longer does.
 	DeleteFiles []string
+	// PlainPython runs Python's syntax alone: no IPython transformations (magics,
+	// !cmd, obj?) and no history. ReadOnly marks the host's own read of the namespace
+	// (a completion, an inspection): Python's syntax, no history, nothing counted.
+	PlainPython bool
+	ReadOnly    bool
 }
 
 // Event is something a run said before its result: a chunk of output, a figure (its
@@ -234,6 +239,8 @@ type requestHeader struct {
 	Live         bool      `json:"live,omitempty"`
 	StateBase    string    `json:"state_base,omitempty"`
 	DeleteFiles  []string  `json:"delete_files,omitempty"`
+	PlainPython  bool      `json:"plain_python,omitempty"`
+	ReadOnly     bool      `json:"read_only,omitempty"`
 }
 
 // controlHeader is an interrupt.
@@ -302,7 +309,7 @@ func EncodeRequest(r *Request) (net.Buffers, error) {
 		Binary: total, ID: r.ID, Op: r.Op, Lang: r.Lang, Code: r.Code, Args: r.Args,
 		State: state, CaptureState: r.CaptureState, TimeoutMS: r.TimeoutMS, Files: files, Limits: r.Limits,
 		Events: r.Events, Figures: r.Figures, Tools: r.Tools, Live: r.Live, StateBase: r.StateBase,
-		DeleteFiles: r.DeleteFiles,
+		DeleteFiles: r.DeleteFiles, PlainPython: r.PlainPython, ReadOnly: r.ReadOnly,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -362,7 +369,7 @@ func DecodeRequest(f Frame) (*Request, error) {
 		ID: h.ID, Op: h.Op, Lang: h.Lang, Code: h.Code, Args: h.Args, State: state,
 		CaptureState: h.CaptureState, TimeoutMS: h.TimeoutMS, Files: files, Limits: h.Limits,
 		Events: h.Events, Figures: h.Figures, Tools: h.Tools, Live: h.Live, StateBase: h.StateBase,
-		DeleteFiles: h.DeleteFiles,
+		DeleteFiles: h.DeleteFiles, PlainPython: h.PlainPython, ReadOnly: h.ReadOnly,
 	}, nil
 }
 

@@ -77,6 +77,11 @@ class Request:
     live: bool = False  # the sandbox goes on serving its session (a live session)
     state_base: str = ""  # the state_token of the capture the host holds, if it holds one
     delete_files: list[str] = field(default_factory=list)  # paths to remove before the run
+    # Python's syntax alone: no IPython transformations (magics, !cmd, obj?) and no history.
+    plain_python: bool = False
+    # The host's own read of the namespace (a completion, an inspection): Python's syntax, no
+    # history, nothing counted.
+    read_only: bool = False
     conn: int = 0  # net: the connection of the code's the frame is about (kiln_repl.egress)
     net: str = ""  # net: what it says: data, eof, close or ack
     n: int = 0  # net: ack's count of bytes delivered
@@ -224,6 +229,8 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
     state_base = expect(message.get("state_base") or "", str, "state_base")
     delete_files = [expect(path, str, "delete_files[]")
                     for path in expect(message.get("delete_files") or [], list, "delete_files")]
+    plain_python = expect(message.get("plain_python") or False, bool, "plain_python")
+    read_only = expect(message.get("read_only") or False, bool, "read_only")
     if op == "tool_results":
         # The one payload is the results' JSON: no state, no files.
         return Request(id=request_id, op=op)
@@ -231,7 +238,7 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
     return Request(id=request_id, op=op, lang=lang, code=code, args=args, state_size=state_size,
                    capture_state=capture_state, timeout_ms=timeout_ms, files=files, limits=limits,
                    events=events, figures=figures, tools=tools, live=live, state_base=state_base,
-                   delete_files=delete_files)
+                   delete_files=delete_files, plain_python=plain_python, read_only=read_only)
 
 
 NET_OPS = ("data", "eof", "close", "ack")

@@ -20,6 +20,17 @@ from typing import Iterator
 from kiln_repl.files import is_within
 
 USER_FILENAME = "<string>"
+# A cell in IPython's language is compiled as "<cell N>" (N its execution count), each kept in
+# linecache: the source of what an earlier cell defined is still shown (obj??, tracebacks).
+CELL_PREFIX = "<cell "
+
+
+def cell_filename(count: int) -> str:
+    return f"{CELL_PREFIX}{count}>"
+
+
+def is_user_file(filename: str) -> bool:
+    return filename == USER_FILENAME or filename.startswith(CELL_PREFIX)
 TIMEOUT_EXIT_CODE = 124
 ERROR_LINE_MAX = 1000
 
@@ -111,21 +122,26 @@ class Cell:
     body: types.CodeType
     final: types.CodeType | None
     imports: set[str]
+    defines: bool = False  # it defines a function or a class, whose code outlives the cell
 
 
-def compile_cell(code: str, top_level_await: bool = False) -> Cell:
+def compile_cell(code: str, top_level_await: bool = False, filename: str = USER_FILENAME) -> Cell:
     """Compiles a cell; a final expression statement is compiled apart so its value is seen.
     With top_level_await, await may appear outside functions: evaluating such a code object
     returns a coroutine, which runs in the namespace it was given."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
-    tree = ast.parse(code, USER_FILENAME, "exec")
+    tree = ast.parse(code, filename, "exec")
     imports = dotted_imports(tree.body)
+    defines = any(isinstance(node, DEFINITIONS) for node in ast.walk(tree))
     final = None
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):
         tree.body.pop()
-        final = compile(ast.Expression(last.value), USER_FILENAME, "eval", flags=flags)
-    return Cell(compile(tree, USER_FILENAME, "exec", flags=flags), final, imports)
+        final = compile(ast.Expression(last.value), filename, "eval", flags=flags)
+    return Cell(compile(tree, filename, "exec", flags=flags), final, imports, defines)
+
+
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def dotted_imports(statements: list[ast.stmt]) -> set[str]:
@@ -145,9 +161,39 @@ def dotted_imports(statements: list[ast.stmt]) -> set[str]:
     return found
 
 
-def register_source(code: str) -> None:
-    """Lets tracebacks show the user's lines for USER_FILENAME."""
-    linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
+def register_source(code: str, filename: str = USER_FILENAME) -> None:
+    """Lets tracebacks show the user's lines for filename."""
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+
+
+class Sources:
+    """The source of the cells that defined functions or classes, by their file name: a
+    session keeps them with its state (a setting), so that what an earlier cell defined
+    still shows its lines in a restored process (obj??, tracebacks). At most MAX_CELLS of
+    them, and MAX_BYTES, the newest kept."""
+
+    MAX_CELLS = 200
+    MAX_BYTES = 2 << 20
+
+    def __init__(self) -> None:
+        self.cells: dict[str, str] = {}
+
+    def keep(self, filename: str, code: str) -> None:
+        self.cells.pop(filename, None)
+        self.cells[filename] = code
+        while len(self.cells) > self.MAX_CELLS or sum(map(len, self.cells.values())) > self.MAX_BYTES:
+            del self.cells[next(iter(self.cells))]
+
+    def read(self) -> dict[str, str]:
+        return self.cells
+
+    def apply(self, cells: dict[str, str]) -> None:
+        self.cells = dict(cells)
+        for filename, code in cells.items():
+            register_source(code, filename)
+
+
+SOURCES = Sources()
 
 
 def is_server_file(filename: str) -> bool:
@@ -159,7 +205,7 @@ def user_traceback(exc: BaseException) -> str:
     the event loop a cell with tools runs on."""
     tb = exc.__traceback__
     first = tb
-    while first is not None and first.tb_frame.f_code.co_filename != USER_FILENAME:
+    while first is not None and not is_user_file(first.tb_frame.f_code.co_filename):
         first = first.tb_next
     if first is not None:
         tb = first

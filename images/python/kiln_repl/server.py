@@ -19,6 +19,7 @@ import builtins
 import contextlib
 import fcntl
 import importlib
+import linecache
 import os
 import platform
 import sys
@@ -47,16 +48,19 @@ from kiln_repl.protocol import InputFile, Limits, Request, Result, ready_message
 from kiln_repl import introspect  # noqa: F401  (run by the host between cells: loaded before user code)
 from kiln_repl.rich import OUTPUTS, bundle, encode_outputs
 from kiln_repl.rich import install as install_rich
-from kiln_repl.running import (SERVER_HOME, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome, TimeLimitExceeded,
-                               cap_text, compile_cell, describe_exception, exit_outcome, register_source,
-                               user_traceback)
+from kiln_repl.running import (SERVER_HOME, SOURCES, TIMEOUT_EXIT_CODE, USER_FILENAME, Deadline, Outcome,
+                               TimeLimitExceeded, cap_text, cell_filename, compile_cell, describe_exception,
+                               exit_outcome, one_line, register_source, user_traceback)
 from kiln_repl.settings import Settings
+from kiln_repl import shell as ipython
 from kiln_repl.state import HISTORY, UNCHANGED, Loaded, bind_namespace, capture_state, restore_state
 from kiln_repl.tools import AsyncTools, Broker, ShellTools, evaluate, run_coroutine
 
 
 # The text/plain of a figure's output, as a notebook shows a figure it drew.
 FIGURE_TEXT = "<Figure>"
+# The cells whose source stays in linecache, for the tracebacks and help of what they defined.
+KEPT_SOURCES = 1000
 
 
 class Server:
@@ -119,6 +123,13 @@ class Server:
             sys.path.insert(1, packages)
             self.packages = Packages(os.path.join(data_dir, PACKAGES_BASE))
         install_rich()
+        # IPython's language (kiln_repl.shell): made at warm-up with the pre-imports, after the
+        # display hook, whose display its magics then use; on first use without them.
+        self.shell = ipython.Shell(self.namespace, main_module, on_made=lambda owned: self.untouched.update(owned))
+        ipython.install(self.shell)
+        if preload:
+            with collector_paused():  # IPython's objects live as long as the pre-imports
+                self.adopt_shell()
         self.stdout = Capture(1, logger)
         self.stderr = Capture(2, logger)
         self.stdout.attach()
@@ -153,13 +164,28 @@ class Server:
                 self.preloaded[module_name] = str(getattr(module, "__version__", "unknown"))
         self.untouched = {name: value for name, value in self.namespace.items() if not name.startswith("_")}
 
+    def adopt_shell(self) -> None:
+        """Makes the session's IPython (its own names become untouched: never in the state),
+        the pre-imports out of %who."""
+        preloaded = dict(self.untouched)
+        try:
+            self.shell.hide(preloaded)
+        except Exception as exc:
+            self.logger.log(f"IPython could not be started: {describe_exception(exc)}")
+
     def prime(self) -> None:
         """Runs one empty cell through the whole exec path before saying ready.
 
         A fresh interpreter's first run pays for code paths nothing has used yet (compile,
         capture hand-offs, the state codecs); this way the warm-up pays, not the request.
         """
-        self.execute(Request(id="", op="exec", code="pass", capture_state=True))
+        if self.shell.made:
+            # A cell of IPython's history too, forgotten after: the first request's own is cell 1.
+            self.execute(Request(id="", op="exec", code="pass", capture_state=True))
+            self.shell.transform("%time pass")  # IPython's transformations, compiled once
+            self.shell.forget()
+        else:
+            self.execute(Request(id="", op="exec", code="pass", capture_state=True, read_only=True))
         self.namespace.pop("_", None)
 
     def serve(self) -> None:
@@ -349,20 +375,46 @@ class Server:
         kill_leftovers({self.pid}, self.logger, keep={self.relay.pid} if self.relay is not None else set())
 
     def run_python(self, request: Request) -> Outcome:
-        register_source(request.code)
+        # A cell in IPython's language (the default) goes through its transformations and its
+        # history; kiln's own reads of the namespace, and plain_python requests, do not.
+        ipython = not (request.plain_python or request.read_only) and bool(request.code.strip()) and (
+            self.shell.made or ipython_syntax(request.code))
+        # A cell with none of IPython's forms reads the same after its transformations: they are
+        # skipped, and the cell still counts in the history.
+        # The history (In, _N, the execution count) is the shell's, once it is made: at warm-up,
+        # or by the first cell that needs it.
+        history = ipython and self.shell.made
+        source = request.code
+        if ipython and ipython_syntax(request.code):
+            try:
+                source = self.shell.transform(request.code)
+            except Exception as exc:  # a cell IPython cannot read: Python's compiler says why
+                self.logger.log(f"IPython's transformations failed: {describe_exception(exc)}")
+                source = request.code
+        # Tracebacks show the user's own lines where the transformations kept them in place.
+        filename = USER_FILENAME
+        if history:
+            filename = cell_filename(self.shell.execution_count)
+            linecache.cache.pop(cell_filename(self.shell.execution_count - KEPT_SOURCES), None)
+        shown = request.code if source.count("\n") <= request.code.count("\n") + 1 else source
+        register_source(shown, filename)
         try:
-            cell = compile_cell(request.code, top_level_await=bool(request.tools))
+            cell = compile_cell(source, top_level_await=bool(request.tools), filename=filename)
         except Exception as exc:  # SyntaxError, and RecursionError or MemoryError on absurd code
             sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
             return Outcome("error", 1, describe_exception(exc))
+        if history and cell.defines:
+            SOURCES.keep(filename, shown)
         outcome = Outcome()
         stubs: dict[str, Any] = {}
+        raised: BaseException | None = None
+        if history:
+            self.shell.begin(request.code, source)
         try:
             with Deadline(request.timeout_ms / 1000) as deadline:
                 if request.tools:
                     stubs = self.install_stubs(request, deadline)
                 self.imports |= cell.imports
-                self.settings.saw(request.code)
                 self.interrupter.enter_cell(cell.body, cell.final)
                 if request.tools:
                     value = run_coroutine(evaluate(cell.body, cell.final, self.namespace))
@@ -372,19 +424,29 @@ class Server:
                 self.interrupter.leave_cell()
                 if value is not None:
                     self.remember(value)
+                    if history:
+                        self.shell.result(value)
                     limit = request.limits.max_output_bytes
                     outcome.result, outcome.result_truncated = cap_text(repr(value), limit)
                     OUTPUTS.add("execute_result", *bundle(value, text=outcome.result))
-        except TimeLimitExceeded:
-            outcome = Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded")
+        except TimeLimitExceeded as exc:
+            outcome, raised = Outcome("timeout", TIMEOUT_EXIT_CODE, "Time limit exceeded"), exc
         except SystemExit as exc:
             outcome = exit_outcome(exc)
         except BaseException as exc:  # whatever user code raises is data, KeyboardInterrupt too
-            if not self.interrupter.interrupted:  # an interrupt's result says so, as a timeout's
-                sys.stderr.write(user_traceback(exc))
-            outcome = Outcome("error", 1, describe_exception(exc))
+            raised = exc
+            if ipython_usage(exc):
+                # A magic's misuse, as IPython shows it: the message, no traceback.
+                sys.stderr.write(f"UsageError: {exc}\n")
+                outcome = Outcome("error", 1, one_line(f"UsageError: {exc}"))
+            else:
+                if not self.interrupter.interrupted:  # an interrupt's result says so, as a timeout's
+                    sys.stderr.write((self.shell.format_error(exc) if ipython else None) or user_traceback(exc))
+                outcome = Outcome("error", 1, describe_exception(exc))
         finally:
             self.interrupter.leave_cell()
+            if history:
+                self.shell.end(request.code, raised)
             for name, stub in stubs.items():  # the stubs are the run's, not the session's
                 if self.namespace.get(name) is stub:
                     del self.namespace[name]
@@ -426,6 +488,19 @@ class Server:
         finally:
             if tools is not None:
                 tools.close()
+
+
+def ipython_syntax(code: str) -> bool:
+    """Whether code may hold IPython's syntax: each of its forms (%magic, !cmd, obj?, a pasted
+    prompt, a first line indented) needs one of these signs. A REPL without the pre-imports
+    imports IPython only for such a cell."""
+    return ("%" in code or "!" in code or "?" in code or ">>>" in code or "In [" in code
+            or code[:1].isspace())
+
+
+def ipython_usage(exc: BaseException) -> bool:
+    """Whether exc is IPython's UsageError: a magic that does not exist, or misused."""
+    return any(cls.__name__ == "UsageError" and cls.__module__ == "IPython.core.error" for cls in type(exc).__mro__)
 
 
 def resident_bytes() -> int:

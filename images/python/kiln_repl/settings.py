@@ -21,6 +21,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kiln_repl import shell
+from kiln_repl.running import SOURCES
+
 _MISSING = object()
 
 # matplotlib's keys that name the REPL's own backend, never the user's style.
@@ -46,16 +49,15 @@ class Setting:
     diff: Callable[[Any, Any], Any] = copied
     equal: Callable[[Any, Any], bool] = lambda current, baseline: bool(current == baseline)
     snapshot: Callable[[Any], Any] = copy.deepcopy
-    # cue, when set, is a word without which no code can change the setting: it is read only
-    # once a run's code has held it (numpy's generator costs tens of microseconds to read,
-    # and only code that names numpy.random can seed it).
-    cue: str | None = None
     # A late setting is put back after the names: the working directory, so that modules
     # are imported again from where the code imported them.
     late: bool = False
     # default gives the library's own defaults, the baseline of a library that this process
     # imported only after it became ready.
     default: Callable[[], Any] | None = None
+    # A volatile setting changes with every cell (IPython's execution count): it goes into a
+    # state written for another reason, and is never itself a reason to write one.
+    volatile: bool = False
 
 
 def loaded(name: str) -> Any:
@@ -231,7 +233,9 @@ def apply_sklearn(diff: dict[str, Any]) -> None:
 
 # The global generators: random's, and numpy's legacy one behind np.random.seed and
 # np.random.rand. A notebook that seeds one cell and draws in the next expects the sequence
-# to go on.
+# to go on, and so does one that never names them: an estimator without a random_state
+# draws from numpy's. Both are read at every capture, with their cached gaussians (tens of
+# microseconds, after a live call's answer).
 
 def read_numpy_random() -> dict[str, Any] | None:
     """The legacy generator's state, its key as bytes: a state of plain values compares with =="""
@@ -304,7 +308,7 @@ SETTINGS = [
     Setting("pandas.options", read_pandas, apply_pandas, diff=diff_pandas, default=default_pandas),
     Setting("numpy.printoptions", read_printoptions, apply_printoptions, diff=diff_dict, default=default_printoptions),
     Setting("numpy.errstate", read_errstate, apply_errstate, diff=diff_dict, default=default_errstate),
-    Setting("numpy.random", read_numpy_random, apply_numpy_random, cue="random"),
+    Setting("numpy.random", read_numpy_random, apply_numpy_random),
     Setting("sklearn.config", read_sklearn, apply_sklearn, diff=diff_dict, default=default_sklearn),
     Setting("random", read_random, apply_random),
     Setting("warnings.filters", lambda: warnings.filters, apply_warning_filters),
@@ -312,6 +316,11 @@ SETTINGS = [
     Setting("sys.path", lambda: sys.path, apply_path),
     Setting("cwd", read_cwd, os.chdir, late=True),
     Setting("sys.recursionlimit", sys.getrecursionlimit, sys.setrecursionlimit),
+    # The source of the cells that defined functions or classes (kiln_repl.running.Sources).
+    Setting("cells.sources", SOURCES.read, SOURCES.apply, diff=lambda current, baseline: dict(current),
+            equal=lambda current, baseline: not current, snapshot=dict),
+    # IPython's execution count: _N and Out[N] go on numbering where the session left them.
+    Setting("ipython.execution_count", shell.count, shell.set_count, late=True, volatile=True),
 ]
 
 
@@ -321,11 +330,10 @@ class Settings:
     def __init__(self, settings: list[Setting] | None = None) -> None:
         self.settings = SETTINGS if settings is None else settings
         self.baseline: dict[str, Any] = {}
-        self.cued: set[str] = set()  # the settings with a cue that code has given
 
-    def saw(self, code: str) -> None:
-        """Notes the code of a run: the settings whose cue it holds are read from now on."""
-        self.cued.update(setting.name for setting in self.settings if setting.cue and setting.cue in code)
+    def volatile(self) -> set[str]:
+        """The names of the volatile settings."""
+        return {setting.name for setting in self.settings if setting.volatile}
 
     def mark_baseline(self) -> None:
         """Takes the values a session that changed nothing would carry: called once the
@@ -338,8 +346,6 @@ class Settings:
         """The settings that differ from the baseline, by name, as apply takes them."""
         kept: dict[str, Any] = {}
         for setting in self.settings:
-            if setting.cue and setting.name not in self.cued:
-                continue
             current = setting.read()
             if current is None:
                 continue
@@ -361,7 +367,6 @@ class Settings:
             setting = by_name.get(name)
             if setting is None or setting.late != late:
                 continue  # or a setting this REPL does not know: a newer state, nothing to do
-            self.cued.add(name)  # a session that changed it goes on being read
             try:
                 setting.apply(value)
             except Exception as exc:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kiln_repl.running import describe_exception
+from kiln_repl.shell import is_input_history
 from kiln_repl.packages import Packages
 from kiln_repl.settings import Settings
 
@@ -261,7 +262,7 @@ def restore_state(blob: bytes | memoryview, namespace: dict[str, Any], settings:
             namespace["__builtins__"] = builtins
             return Restored(None, notes + [f"state could not be restored: {describe_exception(exc)}; lost: {lost}"],
                             imports)
-        snapshot = Loaded(header, stream.digest.digest() if stream.digest is not None else b"")
+        snapshot = Loaded(steady(header, settings), stream.digest.digest() if stream.digest is not None else b"")
     namespace.update(names)
     namespace["__builtins__"] = builtins  # a restored function sets it to the builtins' dict
     for name in header.get("deleted", []):
@@ -368,10 +369,12 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
         limit = f"the memory left in the sandbox, {human_size(room)}"
     names, modules, notes = split_namespace(namespace, untouched, left_out)
     packages = {module_name.partition(".")[0] for module_name in modules.values()}
+    captured = {} if settings is None else settings.capture()
     header: dict[str, Any] = {HEADER_KEY: FORMAT, "modules": modules,
                               "imports": sorted(name for name in imports if name.partition(".")[0] in packages),
-                              "settings": {} if settings is None else settings.capture(),
+                              "settings": captured,
                               "deleted": sorted(name for name in untouched if name not in namespace)}
+    header = steady(header, settings)  # what tells one state from another; the blob has it all
     if installed is not None:
         archive, note = installed.archive()
         if archive is not None:
@@ -380,8 +383,9 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
             notes.append(note)
     if not (names or modules or header["settings"] or header["deleted"] or "packages" in header):
         return None, notes, None  # nothing to keep: no state (the host drops the session's)
+    written = {**header, "settings": captured}
     try:
-        blob, digest = encode(header, names, namespace, max_raw, max_bytes)
+        blob, digest = encode(written, names, namespace, max_raw, max_bytes)
     except Exception as first:  # too large, or a name that does not pickle: each name on its own tells
         compressed = isinstance(first, TooLarge) and first.compressed
         sizes, unpicklable = measure(names, namespace, max_raw, compressed)
@@ -389,11 +393,11 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
             notes.append(f"{left_out} (unpicklable): " + ", ".join(unpicklable))
         try:
             try:
-                blob, digest = encode(header, names, namespace, max_raw, max_bytes)
+                blob, digest = encode(written, names, namespace, max_raw, max_bytes)
             except TooLarge as exc:
                 if exc.compressed and not compressed:  # under the raw cap, over the compressed one
                     sizes, compressed = measure(names, namespace, max_raw, True)[0], True
-                (blob, digest), dropped = shrink(header, names, namespace, max_raw, max_bytes, sizes, left_out,
+                (blob, digest), dropped = shrink(written, names, namespace, max_raw, max_bytes, sizes, left_out,
                                                  compressed, limit)
                 notes.append(dropped)
         except Exception as exc:
@@ -402,6 +406,17 @@ def capture_state(namespace: dict[str, Any], untouched: dict[str, Any], max_byte
     if restored is not None and restored.digest == digest and restored.header == full_header:
         return UNCHANGED, notes, restored  # the host holds this state already
     return blob, notes, Loaded(full_header, digest)
+
+
+def steady(header: dict[str, Any], settings: Settings | None) -> dict[str, Any]:
+    """The header without the volatile settings: what tells one state from another."""
+    saved = header.get("settings")
+    if settings is None or not saved:
+        return header
+    volatile = settings.volatile()
+    if not volatile & saved.keys():
+        return header
+    return {**header, "settings": {name: value for name, value in saved.items() if name not in volatile}}
 
 
 def encode(header: dict[str, Any], names: dict[str, Any], namespace: dict[str, Any],
@@ -526,9 +541,10 @@ def split_namespace(namespace: dict[str, Any], untouched: dict[str, Any],
 
 
 def is_user_name(name: str) -> bool:
-    """Whether a name is the user's: any but the dunders (__name__, __builtins__, ...); _, __
-    and ___ are the history of results."""
-    return not (name.startswith("__") and name.endswith("__") and name.strip("_"))
+    """Whether a name is the user's: any but the dunders (__name__, __builtins__, ...) and
+    IPython's input history (_i, _iN: every cell changes it); _, __, ___ and _N are the history
+    of results."""
+    return not (name.startswith("__") and name.endswith("__") and name.strip("_")) and not is_input_history(name)
 
 
 def is_kept(name: str, value: Any, namespace: dict[str, Any]) -> bool:

@@ -106,6 +106,30 @@ def plus(n):
         want = [live.run(draw)["result"], live.run(draw)["result"]]
         self.assertEqual([answer["result"] for answer in carried[1:]], want)
 
+    def test_the_global_generators_go_on_when_no_code_names_them(self) -> None:
+        # An unseeded estimator draws from numpy's global generator; a gaussian drawn once
+        # leaves its twin cached in both generators. A resumed session draws what the live
+        # process would have.
+        # The fit cell names neither generator: a run once had to name "random" for numpy's
+        # to be kept.
+        fit = ("from sklearn.ensemble import RandomForestRegressor\n"
+               "from sklearn.datasets import make_regression\n"
+               "import statistics\n"
+               "X, y = make_regression(n_samples=7, n_features=2)\n"
+               "model = RandomForestRegressor(n_estimators=5).fit(X, y)\n"
+               "noise = statistics.NormalDist().samples(3)")
+        self.assertNotIn("random", fit)
+        draw = ("(round(float(np.random.standard_normal()), 12), round(random.gauss(0, 1), 12),"
+                " round(float(RandomForestRegressor(n_estimators=3).fit(X, y).predict(X[:1])[0]), 9))")
+        live = self.start(preload=True)
+        captured = live.run(fit, capture_state=True)
+        self.assertOk(captured)
+        want = live.run(draw)
+        resumed = self.start(preload=True)
+        got = resumed.run(draw, state=captured["state_blob"], capture_state=True, timeout_ms=60_000)
+        self.assertOk(got)
+        self.assertEqual(got["result"], want["result"])
+
     def test_the_last_three_results(self) -> None:
         *_, check = self.cells("1", "'two'", "x = 5", "[3]", "(_, __, ___)")
         self.assertOk(check)

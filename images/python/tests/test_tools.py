@@ -105,7 +105,9 @@ class ToolsTest(ReplTestCase):
         self.assertOk(result)
         self.assertEqual(result["stdout"], "20\nx is 1\nx is 2\nfailed with 1\n")
         self.assertEqual(result["stderr"], "add: no threes\n")
-        self.assertEqual([len(calls) for calls in result["rounds"]], [1, 2, 1])
+        # The two background calls share a round when they reach the REPL within the batch
+        # window (each starts a Python client); on a loaded machine they may come apart.
+        self.assertIn([len(calls) for calls in result["rounds"]], ([1, 2, 1], [1, 1, 1, 1]))
 
     def test_invalid_tools_are_refused(self) -> None:
         repl = self.start()

@@ -84,6 +84,14 @@ class ParseRequestTest(unittest.TestCase):
         plain = parse_request(header({"id": "p", "live": None, "state_base": None, "delete_files": None}))
         self.assertEqual((plain.live, plain.state_base, plain.delete_files), (False, "", []))
 
+    def test_python_syntax_fields(self) -> None:
+        request = parse_request(header({"id": "s", "plain_python": True, "read_only": True}))
+        self.assertEqual((request.plain_python, request.read_only), (True, True))
+        default = parse_request(header({"id": "d"}))
+        self.assertEqual((default.plain_python, default.read_only), (False, False))
+        with self.assertRaises(BadRequest):
+            parse_request(header({"id": "b", "plain_python": "yes"}))
+
     def test_limits_are_frozen(self) -> None:
         with self.assertRaises(dataclasses.FrozenInstanceError):
             Limits().max_files = 5  # type: ignore[misc]
