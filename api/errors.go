@@ -49,9 +49,6 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	if e.Quota != "" {
-		info(r).quota = e.Quota
-	}
 	body := errorBody{Error: e.Code, Message: e.Message, RequestID: requestID(r)}
 	if e.Code == kiln.CodeRateLimited || e.Code == kiln.CodeBusy {
 		body.RetryAfter = e.RetryAfter

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/egress"
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/session"
 )
@@ -42,6 +42,9 @@ type execRequest struct {
 	// MAX_SANDBOX_CPUS and MAX_SANDBOX_MEMORY_MB.
 	CPUs     *float64 `json:"cpus"`
 	MemoryMB *int64   `json:"memory_mb"`
+	// IPython false runs a Python cell as plain Python: IPython's syntax (magics, !cmd,
+	// obj?) is then Python's SyntaxError.
+	IPython *bool `json:"ipython"`
 }
 
 type fileRef struct {
@@ -152,7 +155,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.sessions.Exec(r.Context(), caller(r, req.UserID), sreq)
-	info(r).endRun()
 	if err != nil {
 		if r.Context().Err() != nil {
 			logger(r).Info("client went away during the run")
@@ -206,7 +208,7 @@ func setState(out *execResponse, state []byte) {
 // sessionRequest builds the session layer's request. In stateless mode the session is a
 // new one that only keeps the run's files; the state travels in the request and
 // response bodies.
-func sessionRequest(req *execRequest, xreq executor.Request, stateless bool) (session.ExecRequest, error) {
+func sessionRequest(req *execRequest, xreq execution.Request, stateless bool) (session.ExecRequest, error) {
 	sreq := session.ExecRequest{Request: xreq, EntityID: req.EntityID, RuntimeHint: req.RuntimeSessionHint, Stateless: stateless,
 		Network: req.Network}
 	if req.SessionID != "" && kiln.ValidID(req.SessionID) {
@@ -276,14 +278,14 @@ func runFiles(res *session.ExecResult) []fileOut {
 	return out
 }
 
-// toExecRequest validates the fields the API owns and builds the executor's request.
-func toExecRequest(req *execRequest) (executor.Request, error) {
-	var x executor.Request
+// toExecRequest validates the fields the API owns and builds what the client asks of the run.
+func toExecRequest(req *execRequest) (execution.Request, error) {
+	var x execution.Request
 	if req.Code == nil {
 		return x, kiln.Errorf(kiln.CodeInvalid, "code is required")
 	}
 	x.Code = *req.Code
-	lang, ok := executor.LangName(req.Lang)
+	lang, ok := execution.LangName(req.Lang)
 	if !ok {
 		return x, kiln.Errorf(kiln.CodeLanguage, "unsupported language %q", req.Lang)
 	}
@@ -311,11 +313,12 @@ func toExecRequest(req *execRequest) (executor.Request, error) {
 		x.State = blob
 	}
 	x.CaptureState = req.CaptureState == nil || *req.CaptureState
+	x.PlainPython = req.IPython != nil && !*req.IPython
 	switch req.OnError {
-	case "", executor.OnErrorKeep, executor.OnErrorRollback:
+	case "", execution.OnErrorKeep, execution.OnErrorRollback:
 		x.OnError = req.OnError
 	default:
-		return x, kiln.Errorf(kiln.CodeInvalid, "on_error must be %q or %q, got %q", executor.OnErrorKeep, executor.OnErrorRollback, req.OnError)
+		return x, kiln.Errorf(kiln.CodeInvalid, "on_error must be %q or %q, got %q", execution.OnErrorKeep, execution.OnErrorRollback, req.OnError)
 	}
 	if req.Timeout != nil {
 		// Clamped into the configured range by the executor; zero or less is the minimum.

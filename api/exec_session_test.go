@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 )
@@ -27,7 +28,7 @@ func countingRun(t *testing.T) func(context.Context, executor.Request) (*executo
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		return &executor.Result{Status: executor.StatusOK, State: runState(t, n)}, nil
+		return &executor.Result{Status: execution.StatusOK, State: runState(t, n)}, nil
 	}
 }
 
@@ -42,7 +43,7 @@ func runState(t *testing.T, n int) []byte {
 // outputsRun is a sandbox whose runs write files (name, then content, repeated).
 func outputsRun(nameData ...string) func(context.Context, executor.Request) (*executor.Result, error) {
 	return func(context.Context, executor.Request) (*executor.Result, error) {
-		res := &executor.Result{Status: executor.StatusOK}
+		res := &executor.Result{Status: execution.StatusOK}
 		for i := 0; i+1 < len(nameData); i += 2 {
 			res.Files = append(res.Files, protocol.File{Path: nameData[i], Content: []byte(nameData[i+1])})
 		}
@@ -198,11 +199,11 @@ func TestExecStateless(t *testing.T) {
 		keeps     bool   // whether the answer names a session that exists
 	}{
 		{"state in and out", `{"code":"1","state":"` + b64(in) + `"}`,
-			executor.Result{Status: executor.StatusOK, State: out}, in, `"` + b64(out) + `"`, false},
+			executor.Result{Status: execution.StatusOK, State: out}, in, `"` + b64(out) + `"`, false},
 		{"null state, none out", `{"code":"1","state":null}`,
-			executor.Result{Status: executor.StatusOK}, nil, `null`, false},
+			executor.Result{Status: execution.StatusOK}, nil, `null`, false},
 		{"files kept, state not", `{"code":"1","state":"` + b64(in) + `"}`,
-			executor.Result{Status: executor.StatusOK, State: out, Files: []protocol.File{{Path: "o.txt", Content: []byte("o")}}},
+			executor.Result{Status: execution.StatusOK, State: out, Files: []protocol.File{{Path: "o.txt", Content: []byte("o")}}},
 			in, `"` + b64(out) + `"`, true},
 	}
 	for _, tt := range tests {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 )
 
@@ -95,8 +96,18 @@ func TestExecAccepted(t *testing.T) {
 		{"unknown fields ignored", jsonCT, `{"code":"1","future_field":{"a":[1]}}`, nil},
 		{"body exactly at the limit", jsonCT, `{"code":"1"` + strings.Repeat(" ", api.TestMaxBody-len(`{"code":"1"}`)) + `}`, nil},
 		{"defaults", jsonCT, `{"code":"1"}`, func(t *testing.T, req executor.Request) {
-			if req.Lang != executor.LangPython || !req.CaptureState || req.Timeout != api.TestLimits.DefaultTimeout || req.State != nil || req.Args != nil {
+			if req.Lang != execution.LangPython || !req.CaptureState || req.Timeout != api.TestLimits.DefaultTimeout || req.State != nil || req.Args != nil {
 				t.Errorf("got %+v, want python, capture_state true, the default timeout, no state or args", req)
+			}
+		}},
+		{"IPython's language by default", jsonCT, `{"code":"%time 1"}`, func(t *testing.T, req executor.Request) {
+			if req.PlainPython {
+				t.Error("got plain Python, want IPython's language")
+			}
+		}},
+		{"ipython false", jsonCT, `{"code":"1","ipython":false}`, func(t *testing.T, req executor.Request) {
+			if !req.PlainPython {
+				t.Error("got IPython's language, want plain Python")
 			}
 		}},
 		{"capture_state false", jsonCT, `{"code":"1","capture_state":false}`, func(t *testing.T, req executor.Request) {
@@ -171,14 +182,14 @@ func TestExecLanguages(t *testing.T) {
 		lang string
 		want string
 	}{
-		{"", executor.LangPython},
-		{"py", executor.LangPython},
-		{"python", executor.LangPython},
-		{"python3", executor.LangPython},
-		{"PY", executor.LangPython},
-		{"Python3", executor.LangPython},
-		{"bash", executor.LangBash},
-		{"sh", executor.LangBash},
+		{"", execution.LangPython},
+		{"py", execution.LangPython},
+		{"python", execution.LangPython},
+		{"python3", execution.LangPython},
+		{"PY", execution.LangPython},
+		{"Python3", execution.LangPython},
+		{"bash", execution.LangBash},
+		{"sh", execution.LangBash},
 		{"ruby", ""},
 		{"python2", ""},
 		{"js", ""},
@@ -207,7 +218,7 @@ func TestExecResponse(t *testing.T) {
 	var logs bytes.Buffer
 	h := api.NewHarness(t, api.HarnessConfig{Log: &logs, Run: func(context.Context, executor.Request) (*executor.Result, error) {
 		return &executor.Result{
-			Status: executor.StatusError, ExitCode: 1, Stdout: "a\n", Stderr: "Traceback\n",
+			Status: execution.StatusError, ExitCode: 1, Stdout: "a\n", Stderr: "Traceback\n",
 			Error: &errLine, State: []byte("new-state"), Truncated: true,
 			QueueWait: 3 * time.Millisecond, ExecTime: 5 * time.Millisecond,
 		}, nil

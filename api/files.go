@@ -26,7 +26,8 @@ import (
 func caller(r *http.Request, user string) session.Caller {
 	ri := info(r)
 	if ri.user != "" {
-		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: true, Admin: ri.admin} // the token's user, whatever the body says
+		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: true, Admin: ri.admin,
+			Expires: ri.expires, Client: ri.client} // the token's user, whatever the body says
 	}
 	if user == "" {
 		user = r.Header.Get("User-Id")
@@ -39,7 +40,7 @@ func caller(r *http.Request, user string) session.Caller {
 		}
 		return r
 	}, user)
-	return session.Caller{Key: ri.owner, User: user}
+	return session.Caller{Key: ri.owner, User: user, Client: ri.client}
 }
 
 // pathID returns a path parameter that must be a kiln id; anything else is a 404,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
@@ -22,9 +23,10 @@ func (h *Harness) resession(cfg HarnessConfig, limits executor.Limits, change fu
 		CheckState: func(blob []byte) error {
 			return executor.CheckState(blob, limits.MaxStateBytes, limits.MaxStateRaw)
 		},
-		Cancel: cfg.Cancel,
-		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: TestMaxFiles},
-		Log:    log,
+		Cancel:  cfg.Cancel,
+		Limits:  session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: TestMaxFiles, MaxConcurrent: cfg.MaxConcurrent},
+		Log:     log,
+		Refused: cfg.refused(),
 	}
 	change(&sc)
 	h.Server.sessions = session.New(sc)
@@ -37,7 +39,7 @@ func NewStoreHarness(t *testing.T, cfg HarnessConfig, wrap func(store.Store) sto
 	h := NewHarness(t, cfg)
 	if cfg.Run == nil {
 		cfg.Run = func(context.Context, executor.Request) (*executor.Result, error) {
-			return &executor.Result{Status: executor.StatusOK, Stdout: "hi\n"}, nil
+			return &executor.Result{Status: execution.StatusOK, Stdout: "hi\n"}, nil
 		}
 	}
 	if cfg.Cancel == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/replica"
 	"github.com/kilnsh/kiln/sandbox"
@@ -53,6 +54,15 @@ func (h FakeHealth) Ready(context.Context) error { return h.Err }
 // Detailed implements Health.
 func (h FakeHealth) Detailed(context.Context) any { return map[string]string{"status": "ok"} }
 
+// refused is what tells the Observer of the session layer's quota refusals, as cmd/kiln
+// wires kiln's metrics; nil without an Observer.
+func (cfg HarnessConfig) refused() func(string) {
+	if cfg.Observer == nil {
+		return nil
+	}
+	return cfg.Observer.QuotaRefused
+}
+
 // HarnessConfig is what a test changes of a Harness. The zero value is a server with
 // auth off, ready, whose sandboxes print "hi".
 type HarnessConfig struct {
@@ -60,10 +70,12 @@ type HarnessConfig struct {
 	Tokens    Tokens
 	Health    Health // FakeHealth{} when nil
 	RateLimit RateLimit
-	Observer  Observer
-	Metrics   http.Handler
-	Stats     StatsSource
-	Profiles  []string // both when nil
+	// MaxConcurrent is the session layer's execution slots per caller (session.Limits).
+	MaxConcurrent int
+	Observer      Observer
+	Metrics       http.Handler
+	Stats         StatsSource
+	Profiles      []string // both when nil
 	// Run is what the fake sandbox does with each execution. When nil it prints "hi"
 	// and hands back the state it was given, as a run that changes nothing does.
 	Run func(ctx context.Context, req executor.Request) (*executor.Result, error)
@@ -110,7 +122,7 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 	if cfg.Run == nil {
 		cfg.Run = func(_ context.Context, req executor.Request) (*executor.Result, error) {
 			return &executor.Result{
-				Status: executor.StatusOK, Stdout: "hi\n", State: req.State,
+				Status: execution.StatusOK, Stdout: "hi\n", State: req.State,
 				QueueWait: time.Millisecond, ExecTime: 2 * time.Millisecond,
 			}, nil
 		}
@@ -130,13 +142,14 @@ func NewHarness(t *testing.T, cfg HarnessConfig) *Harness {
 		CheckState: func(blob []byte) error {
 			return executor.CheckState(blob, TestLimits.MaxStateBytes, TestLimits.MaxStateRaw)
 		},
-		Cancel: cfg.Cancel,
-		Limits: session.Limits{MaxFileBytes: TestLimits.MaxFileBytes, MaxFilesPerSession: TestMaxFiles},
-		Log:    log,
+		Cancel:  cfg.Cancel,
+		Limits:  session.Limits{MaxFileBytes: TestLimits.MaxFileBytes, MaxFilesPerSession: TestMaxFiles, MaxConcurrent: cfg.MaxConcurrent},
+		Log:     log,
+		Refused: cfg.refused(),
 	})
 	h.Server = New(Config{
 		Keys: NewKeys(cfg.Keys), Tokens: cfg.Tokens, Sessions: sessions, Health: cfg.Health, Log: log,
-		Limits: TestLimits, MaxBodyBytes: TestMaxBody, MaxUploadBytes: TestMaxUpload, MaxFiles: TestMaxFiles,
+		MaxFileBytes: TestLimits.MaxFileBytes, MaxStateBytes: TestLimits.MaxStateBytes, MaxBodyBytes: TestMaxBody, MaxUploadBytes: TestMaxUpload, MaxFiles: TestMaxFiles,
 		Observer: cfg.Observer, Metrics: cfg.Metrics, Stats: cfg.Stats, RateLimit: cfg.RateLimit,
 		Profiles: cfg.Profiles, InstanceID: cfg.InstanceID, Replicas: cfg.Replicas,
 		AdminKeys: NewKeys(cfg.AdminKeys), SeparateMonitoring: cfg.SeparateMonitoring,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/session"
@@ -72,14 +73,14 @@ func (f *ToolRun) Run(_ context.Context, req executor.Request) (*executor.Result
 		f.mu.Lock()
 		run.token, run.calls = fmt.Sprintf("secret%d", round), map[string]bool{call.ID: true}
 		f.mu.Unlock()
-		req.OnToolCalls(executor.ToolCalls{Round: round, Calls: []protocol.ToolCall{call}, Token: run.token})
+		req.OnToolCalls(execution.ToolCalls{Round: round, Calls: []protocol.ToolCall{call}, Token: run.token})
 		select {
 		case results := <-run.results:
 			for _, r := range results {
 				fmt.Fprintf(&out, "%s=%s\n", r.CallID, r.Result)
 			}
 		case <-run.cancel:
-			return &executor.Result{Status: executor.StatusCancelled, Stdout: out.String(), ExecutionID: req.ExecutionID}, nil
+			return &executor.Result{Status: execution.StatusCancelled, Stdout: out.String(), ExecutionID: req.ExecutionID}, nil
 		case <-f.stopped():
 			return nil, errStopped
 		}
@@ -87,7 +88,7 @@ func (f *ToolRun) Run(_ context.Context, req executor.Request) (*executor.Result
 	if f.Hang {
 		select {
 		case <-run.cancel:
-			return &executor.Result{Status: executor.StatusCancelled, Stdout: out.String(), ExecutionID: req.ExecutionID}, nil
+			return &executor.Result{Status: execution.StatusCancelled, Stdout: out.String(), ExecutionID: req.ExecutionID}, nil
 		case <-f.stopped():
 			return nil, errStopped
 		}
@@ -97,7 +98,7 @@ func (f *ToolRun) Run(_ context.Context, req executor.Request) (*executor.Result
 	}
 	status := f.Status
 	if status == "" {
-		status = executor.StatusOK
+		status = execution.StatusOK
 	}
 	return &executor.Result{Status: status, Stdout: out.String(), ExecutionID: req.ExecutionID}, nil
 }

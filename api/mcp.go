@@ -12,28 +12,13 @@ import (
 // user id header of its own.
 func CallerFrom(ctx context.Context) session.Caller {
 	if ri, ok := ctx.Value(keyRequest).(*reqInfo); ok {
-		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: ri.user != ""}
+		return session.Caller{Key: ri.owner, User: ri.user, Tenant: ri.tenant, Proven: ri.user != "", Expires: ri.expires,
+			Client: ri.client}
 	}
 	return session.Caller{}
 }
 
-// RunSlots returns a function that takes one of the concurrent execution slots of
-// the caller of the request whose context ctx is, as POST /exec does: ok is false when
-// every slot is taken, else release must be called once the run is over. A transport
-// that runs code after its HTTP request is read (MCP's tools) takes slots with it.
-func RunSlots(ctx context.Context) func() (release func(), ok bool) {
-	ri, ok := ctx.Value(keyRequest).(*reqInfo)
-	if !ok || ri.acquire == nil {
-		return func() (func(), bool) { return func() {}, true }
-	}
-	return ri.acquire
-}
-
-// withSlots puts the caller's execution slots on the request, for RunSlots.
-func (s *Server) withSlots(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := callerKey(r)
-		info(r).acquire = func() (func(), bool) { return s.limiter.acquire(key) }
-		next.ServeHTTP(w, r)
-	})
-}
+// CallerOf returns who sent r as REST's routes see them: a token's user, or the key with
+// the user its User-Id header names. For a transport mounted in the router whose clients
+// send that header (Jupyter's).
+func CallerOf(r *http.Request) session.Caller { return caller(r, "") }

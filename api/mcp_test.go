@@ -13,47 +13,17 @@ import (
 )
 
 // fakeMCP stands for the MCP handler mounted at /mcp: it records who each message came
-// from, and, for a message with ?run, takes one of the caller's execution slots, as a
-// tool call does, answering 200 when it got one and 429 when every slot was taken. A
-// slot taken with ?run=hold is kept until Free.
+// from.
 type fakeMCP struct {
 	mu      sync.Mutex
 	callers []session.Caller
-	held    []func()
 }
 
 func (m *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.callers = append(m.callers, api.CallerFrom(r.Context()))
 	m.mu.Unlock()
-	run := r.URL.Query().Get("run")
-	if run == "" {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	release, ok := api.RunSlots(r.Context())()
-	if !ok {
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	}
-	if run == "hold" {
-		m.mu.Lock()
-		m.held = append(m.held, release)
-		m.mu.Unlock()
-	} else {
-		release()
-	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// Free releases the slots held.
-func (m *fakeMCP) Free() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, release := range m.held {
-		release()
-	}
-	m.held = nil
 }
 
 // Callers returns who the messages came from, in order.
@@ -99,50 +69,10 @@ func TestMCPCaller(t *testing.T) {
 	}
 }
 
-// TestMCPOutsideARequest: a context that is no request's has no caller and no limit.
+// TestMCPOutsideARequest: a context that is no request's has no caller.
 func TestMCPOutsideARequest(t *testing.T) {
 	if got := api.CallerFrom(context.Background()); got != (session.Caller{}) {
 		t.Errorf("CallerFrom = %+v, want the zero caller", got)
-	}
-	take := api.RunSlots(context.Background())
-	for i := range 3 {
-		release, ok := take()
-		if !ok {
-			t.Fatalf("take %d: not ok, want a slot whenever asked", i)
-		}
-		release()
-	}
-}
-
-// TestMCPRunSlots: the MCP handler's runs take the caller's execution slots, the same
-// ones POST /exec takes.
-func TestMCPRunSlots(t *testing.T) {
-	m := &fakeMCP{}
-	s := mcpServer(t, m, api.RateLimit{Concurrent: 1})
-	steps := []struct {
-		name, path, key string
-		status          int
-	}{
-		{"a run", "/mcp?run=1", "k1", 200},
-		{"runs one after another", "/mcp?run=1", "k1", 200},
-		{"a run that holds its slot", "/mcp?run=hold", "k1", 200},
-		{"no slot left", "/mcp?run=1", "k1", 429},
-		{"not a run", "/mcp", "k1", 200},
-		{"another key's", "/mcp?run=1", "k2", 200},
-	}
-	for _, st := range steps {
-		if rec := serve(t, s, "POST", st.path, jsonCT, `{}`, withKey(st.key)); rec.Code != st.status {
-			t.Errorf("%s: got %d, want %d", st.name, rec.Code, st.status)
-		}
-	}
-	// POST /exec is refused before it runs: the slot is the MCP run's.
-	rec := serve(t, s, "POST", "/exec", jsonCT, `{"code":"1"}`, withKey("k1"))
-	if rec.Code != http.StatusTooManyRequests {
-		t.Errorf("POST /exec while MCP holds the slot: got %d, want 429", rec.Code)
-	}
-	m.Free()
-	if rec := serve(t, s, "POST", "/mcp?run=1", jsonCT, `{}`, withKey("k1")); rec.Code != http.StatusOK {
-		t.Errorf("a run once the slot is free: got %d, want 200", rec.Code)
 	}
 }
 

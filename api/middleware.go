@@ -28,18 +28,15 @@ const (
 type reqInfo struct {
 	id        string
 	log       *slog.Logger
-	owner     string // the caller's key fingerprint, or the token's tenant (jwtOwner); "" when auth is off
-	user      string // the user a verified token named; "" for an API key
-	tenant    string // the tenant a verified token named; "" for an API key
-	admin     bool   // the verified token has the ADMIN role
-	quota     string // the per-caller quota the answer refused the request for (kiln.Error.Quota)
+	owner     string    // the caller's key fingerprint, or the token's tenant (jwtOwner); "" when auth is off
+	user      string    // the user a verified token named; "" for an API key
+	tenant    string    // the tenant a verified token named; "" for an API key
+	admin     bool      // the verified token has the ADMIN role
+	expires   time.Time // the verified token's last moment (auth.Principal.Expires); zero for a key
+	quota     string    // kiln.QuotaRate when the request was refused for it
+	client    string    // the address the connection comes from (clientAddr)
 	poolWait  time.Duration
 	runStatus string // how the request's run ended (ok, oom, timeout...); "" without one
-	// runOver frees what the request holds of the caller's budget once its run is
-	// over (limitConcurrency's slot); nil when nothing is held.
-	runOver func()
-	// acquire takes one of the caller's execution slots (RunSlots); set on /mcp.
-	acquire func() (release func(), ok bool)
 	// forwardedFrom is the replica that forwarded the request here, forwardedTo the
 	// one it was forwarded to; "" when none. passedOver is an owner that could not be
 	// reached, so that the request was served here.
@@ -59,13 +56,6 @@ func (ri *reqInfo) crossed() string {
 	return ""
 }
 
-// endRun calls the request's runOver, if any.
-func (ri *reqInfo) endRun() {
-	if ri.runOver != nil {
-		ri.runOver()
-	}
-}
-
 func info(r *http.Request) *reqInfo {
 	if ri, ok := r.Context().Value(keyRequest).(*reqInfo); ok {
 		return ri
@@ -82,7 +72,7 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := kiln.NewID()
-		ri := &reqInfo{id: id, log: s.log.With("request_id", id)}
+		ri := &reqInfo{id: id, log: s.log.With("request_id", id), client: clientAddr(r)}
 		r = r.WithContext(context.WithValue(r.Context(), keyRequest, ri))
 		h := w.Header()
 		h.Set("X-Request-Id", id)
@@ -302,7 +292,7 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 			ri.log.Info("token refused", "err", err)
 			return identity{}, nil
 		}
-		ri.owner, ri.user, ri.tenant = jwtOwner(p.Tenant), p.Subject, p.Tenant
+		ri.owner, ri.user, ri.tenant, ri.expires = jwtOwner(p.Tenant), p.Subject, p.Tenant, p.Expires
 		ri.admin = strings.EqualFold(p.Role, AdminRole)
 		ri.log = ri.log.With("tenant", p.Tenant, "user", p.Subject)
 		return identity{kind: byToken, admin: ri.admin}, nil

@@ -13,8 +13,7 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 )
 
 // openAPIDocument is the part of api/openapi.json the tests read.
@@ -203,7 +202,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	if !slices.Equal(got, codes) {
 		t.Errorf("ErrorCode enum = %v, want %v", got, codes)
 	}
-	statuses := []string{executor.StatusError, executor.StatusOK, executor.StatusOOM, executor.StatusSandboxDied, executor.StatusTimeout, executor.StatusCancelled}
+	statuses := []string{execution.StatusError, execution.StatusOK, execution.StatusOOM, execution.StatusSandboxDied, execution.StatusTimeout, execution.StatusCancelled}
 	sort.Strings(statuses)
 	got = slices.Sorted(slices.Values(doc.Comps.Schemas["ExecStatus"].Enum))
 	if !slices.Equal(got, statuses) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/egress"
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/replica"
@@ -114,14 +114,15 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	key := callerKey(r)
+	c := caller(r, req.UserID)
 	// A waiting program holds its sandbox: it counts against the caller's concurrency
 	// from its start to its end, across the requests that drive it.
-	freeSlot, ok := s.limiter.acquire(key)
-	if !ok {
-		writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, RetryAfter: 1, Message: s.limiter.concurrencyMessage(), Quota: kiln.QuotaConcurrency})
+	freeSlot, err := s.sessions.Admit(c)
+	if err != nil {
+		writeError(w, r, err)
 		return
 	}
+	sreq.Admitted = true
 	principal := caller(r, "").Principal()
 	if reqID := r.Header.Get(requestIDHeader); reqID != "" && s.ptc.CancelledFirst(reqID, principal) {
 		freeSlot()
@@ -136,7 +137,6 @@ func (s *Server) execProgrammatic(w http.ResponseWriter, r *http.Request) {
 	// Its continuations name this replica in their tokens; its cancels find it here.
 	s.own(r.Context(), replica.Run, run.ID())
 	s.ownRequest(r)
-	c := caller(r, req.UserID)
 	// The run outlives this request: a client that goes away cancels it (awaitStep).
 	ctx := context.WithoutCancel(r.Context())
 	// This request waits on the run from before it starts: a run that ends at once (a
@@ -224,7 +224,7 @@ func (s *Server) awaitStep(w http.ResponseWriter, r *http.Request, run *programm
 		defer res.Release()
 		s.ownSession(r, res)
 		out := &ptcEnd{execResponse: newExecResponse(r, res, false), Status: "completed", RunStatus: res.Status, ExecutionID: run.ID()}
-		if res.Status != executor.StatusOK {
+		if res.Status != execution.StatusOK {
 			out.Status = "error"
 		}
 		out.Timing.TotalMS = ms(time.Since(start))
@@ -283,7 +283,7 @@ func words(list string) map[string]bool {
 // reserved word gets "_tool" behind.
 func functionName(tool, lang string) string {
 	sep, reserved := toUnderscore, pythonKeywords
-	if lang == executor.LangBash {
+	if lang == execution.LangBash {
 		sep, reserved = toUnderscoreSh, bashReserved
 	}
 	name := notIdentifier.ReplaceAllString(sep.ReplaceAllString(tool, "_"), "")

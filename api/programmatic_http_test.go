@@ -12,7 +12,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 )
 
@@ -111,7 +111,7 @@ func TestProgrammaticRoundTrip(t *testing.T) {
 		t.Fatalf("got %d runs, want 1", len(reqs))
 	}
 	wantTools := []protocol.Tool{{Name: "get-weather", Function: "get_weather"}}
-	if got := reqs[0].Tools; !slices.Equal(got, wantTools) || reqs[0].Lang != executor.LangPython || reqs[0].ExecutionID != first.ExecutionID {
+	if got := reqs[0].Tools; !slices.Equal(got, wantTools) || reqs[0].Lang != execution.LangPython || reqs[0].ExecutionID != first.ExecutionID {
 		t.Errorf("the run got tools %+v, lang %s, id %s; want %+v, python, %s", got, reqs[0].Lang, reqs[0].ExecutionID, wantTools, first.ExecutionID)
 	}
 
@@ -150,8 +150,8 @@ func TestProgrammaticEnds(t *testing.T) {
 		httpCode  int
 	}{
 		{"ok without pausing", &api.ToolRun{}, "completed", "ok", "", http.StatusOK},
-		{"error", &api.ToolRun{Status: executor.StatusError}, "error", "error", "", http.StatusOK},
-		{"timeout", &api.ToolRun{Status: executor.StatusTimeout}, "error", "timeout", "", http.StatusOK},
+		{"error", &api.ToolRun{Status: execution.StatusError}, "error", "error", "", http.StatusOK},
+		{"timeout", &api.ToolRun{Status: execution.StatusTimeout}, "error", "timeout", "", http.StatusOK},
 		{"no sandbox", &api.ToolRun{Err: &kiln.Error{Code: kiln.CodeUnavailable, Message: "no sandbox became free", RetryAfter: 2}}, "", "", kiln.CodeUnavailable, http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {
@@ -288,7 +288,7 @@ func TestProgrammaticRequestID(t *testing.T) {
 // TestProgrammaticHoldsItsSlot: a paused run holds one of its caller's concurrent
 // execution slots until it ends, across the requests that drive it.
 func TestProgrammaticHoldsItsSlot(t *testing.T) {
-	h := api.NewToolHarness(t, api.HarnessConfig{Keys: []string{"k1", "k2"}, RateLimit: api.RateLimit{Concurrent: 1}}, &api.ToolRun{Rounds: 1})
+	h := api.NewToolHarness(t, api.HarnessConfig{Keys: []string{"k1", "k2"}, MaxConcurrent: 1}, &api.ToolRun{Rounds: 1})
 	pause := checkPause(t, ptcPost(t, h, ptcStart, withKey("k1")), "call1")
 	checkBusy(t, ptcPost(t, h, ptcStart, withKey("k1")))
 	checkBusy(t, serve(t, h, "POST", "/exec", jsonCT, `{"code":"1"}`, withKey("k1")))

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 )
 
@@ -69,7 +70,7 @@ func TestCancelProgrammatic(t *testing.T) {
 			case <-finish:
 			case <-ctx.Done():
 			}
-			return &executor.Result{Status: executor.StatusOK, Stdout: "done\n", State: req.State}, nil
+			return &executor.Result{Status: execution.StatusOK, Stdout: "done\n", State: req.State}, nil
 		},
 		Cancel: func(id, _ string) error {
 			cancelled <- id

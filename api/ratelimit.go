@@ -21,8 +21,6 @@ type RateLimit struct {
 	// token bucket: a caller may spend a whole minute's worth at once, and then one
 	// more every 60/PerMinute seconds.
 	PerMinute int
-	// Concurrent is the /exec calls one caller may have in flight at once.
-	Concurrent int
 	// MaxCallers bounds the callers tracked at once; default 100000.
 	MaxCallers int
 	// Now is the clock; time.Now when nil.
@@ -32,10 +30,10 @@ type RateLimit struct {
 // sweepEvery is how often the limiter forgets callers it no longer needs to remember.
 const sweepEvery = time.Minute
 
-// limiter keeps one token bucket (golang.org/x/time/rate) and one in-flight count per
-// caller. A caller whose
-// bucket has filled up again and who has nothing in flight is indistinguishable from
-// one never seen, so it is dropped: the map holds only callers active lately.
+// limiter keeps one token bucket (golang.org/x/time/rate) per caller. A caller whose
+// bucket has filled up again is indistinguishable from one never seen, so it is
+// dropped: the map holds only callers active lately. (How many calls a caller has in
+// flight is session's to count, for every front end: session.Service.Admit.)
 type limiter struct {
 	cfg   RateLimit
 	every rate.Limit // tokens per second
@@ -48,7 +46,6 @@ type limiter struct {
 
 type bucket struct {
 	tokens *rate.Limiter // nil when there is no rate limit
-	active int
 }
 
 func newLimiter(cfg RateLimit) *limiter {
@@ -95,32 +92,9 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 	return true, 0
 }
 
-// acquire takes one of key's concurrent /exec slots; the caller must call the
-// returned release exactly once. It returns false when every slot is taken.
-func (l *limiter) acquire(key string) (release func(), ok bool) {
-	if l.cfg.Concurrent <= 0 {
-		return func() {}, true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.get(key, l.now())
-	if c.active >= l.cfg.Concurrent {
-		return nil, false
-	}
-	c.active++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			c.active--
-			l.mu.Unlock()
-		})
-	}, true
-}
-
 // sweepLocked forgets idle callers, at most once per sweepEvery unless the map is
-// full; when it is still full, it forgets callers with nothing in flight even if
-// their bucket is not full, so memory stays bounded whatever the callers do.
+// full; when it is still full, it forgets callers even if their bucket is not full, so
+// memory stays bounded whatever the callers do.
 func (l *limiter) sweepLocked(now time.Time) {
 	full := len(l.callers) >= l.cfg.MaxCallers
 	if !full && now.Sub(l.lastSweep) < sweepEvery {
@@ -129,17 +103,15 @@ func (l *limiter) sweepLocked(now time.Time) {
 	l.lastSweep = now
 	for k, c := range l.callers {
 		refilled := c.tokens == nil || c.tokens.TokensAt(now) >= float64(l.cfg.PerMinute)
-		if c.active == 0 && refilled {
+		if refilled {
 			delete(l.callers, k)
 		}
 	}
-	for k, c := range l.callers {
+	for k := range l.callers {
 		if len(l.callers) < l.cfg.MaxCallers {
 			break
 		}
-		if c.active == 0 {
-			delete(l.callers, k)
-		}
+		delete(l.callers, k)
 	}
 }
 
@@ -159,7 +131,14 @@ func callerKey(r *http.Request) string {
 		return "user:" + ri.owner + "\x00" + ri.user // each user of a tenant has a budget of their own
 	} else if ri.owner != "" {
 		return "key:" + ri.owner
+	} else if ri.client != "" {
+		return ri.client // found once, when the request came in
 	}
+	return clientAddr(r)
+}
+
+// clientAddr is the address r's connection comes from, as the limits count it.
+func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -188,6 +167,7 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 			return
 		}
 		if ok, wait := s.limiter.allow(callerKey(r)); !ok {
+			info(r).quota = kiln.QuotaRate
 			writeError(w, r, &kiln.Error{
 				Code:       kiln.CodeRateLimited,
 				Message:    fmt.Sprintf("rate quota: this caller made RATE_LIMIT_PER_MINUTE=%d requests in the last minute; retry later", s.limiter.cfg.PerMinute),
@@ -198,33 +178,6 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// limitConcurrency answers 429 when the caller already has its allowance of
-// executions in flight.
-func (s *Server) limitConcurrency(next http.Handler) http.Handler {
-	if s.limiter.cfg.Concurrent <= 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, ok := s.limiter.acquire(callerKey(r))
-		if !ok {
-			// Nobody knows when a run ends; a second is a polite first retry.
-			writeError(w, r, &kiln.Error{Code: kiln.CodeRateLimited, Message: s.limiter.concurrencyMessage(), RetryAfter: 1, Quota: kiln.QuotaConcurrency})
-			return
-		}
-		// The slot is free once the run is over, before the answer goes out (see
-		// runOver): a client that has its answer may start its next run at once.
-		var once sync.Once
-		info(r).runOver = func() { once.Do(release) }
-		defer info(r).runOver()
-		next.ServeHTTP(w, r)
-	})
-}
-
-// concurrencyMessage says which quota a caller with too many executions in flight met.
-func (l *limiter) concurrencyMessage() string {
-	return fmt.Sprintf("concurrency quota: this caller (a user under signed tokens, else an API key) has MAX_CONCURRENT_PER_KEY=%d executions in flight; wait for one to finish", l.cfg.Concurrent)
 }
 
 // retrySeconds rounds a wait up to whole seconds, at least one.

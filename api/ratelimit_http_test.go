@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 )
 
@@ -24,7 +25,7 @@ func gatedRun(gate chan struct{}) func(context.Context, executor.Request) (*exec
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return &executor.Result{Status: executor.StatusOK}, nil
+		return &executor.Result{Status: execution.StatusOK}, nil
 	}
 }
 
@@ -144,7 +145,7 @@ func TestConcurrencyPerKey(t *testing.T) {
 	gate := make(chan struct{})
 	obs := &ObserverLog{}
 	h := NewHarness(t, HarnessConfig{
-		Keys: []string{"key-a", "key-b"}, RateLimit: RateLimit{Concurrent: 1}, Run: gatedRun(gate), Observer: obs,
+		Keys: []string{"key-a", "key-b"}, MaxConcurrent: 1, Run: gatedRun(gate), Observer: obs,
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -224,7 +225,7 @@ func countStatus(seen []Observed, status int) int {
 func TestConcurrencySlotFreeOnceAnswered(t *testing.T) {
 	nextAnswered := make(chan struct{})
 	h := NewHarness(t, HarnessConfig{
-		Keys: []string{"key-a"}, RateLimit: RateLimit{Concurrent: 1},
+		Keys: []string{"key-a"}, MaxConcurrent: 1,
 		Release: func() {
 			select {
 			case <-nextAnswered:

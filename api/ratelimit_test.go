@@ -46,43 +46,21 @@ func TestLimiterAllow(t *testing.T) {
 	}
 }
 
-func TestLimiterConcurrency(t *testing.T) {
-	l := newLimiter(RateLimit{Concurrent: 2})
-	r1, ok1 := l.acquire("a")
-	r2, ok2 := l.acquire("a")
-	_, ok3 := l.acquire("a")
-	rb, okb := l.acquire("b")
-	if !ok1 || !ok2 || ok3 || !okb {
-		t.Fatalf("got %v %v %v (b %v), want true true false (b true)", ok1, ok2, ok3, okb)
-	}
-	r1()
-	r1() // a second release must not free a slot it does not hold
-	r4, ok4 := l.acquire("a")
-	_, ok5 := l.acquire("a")
-	if !ok4 || ok5 {
-		t.Errorf("after one release: got %v %v, want true false", ok4, ok5)
-	}
-	r2()
-	r4()
-	rb()
-}
-
 // Callers that have gone quiet are forgotten, and a flood of new callers cannot grow
 // the table past its bound.
 func TestLimiterForgetsIdleCallers(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(RateLimit{PerMinute: 60, Concurrent: 1, MaxCallers: 100, Now: c.now})
-	busy, _ := l.acquire("busy")
+	l := newLimiter(RateLimit{PerMinute: 60, MaxCallers: 100, Now: c.now})
 	for i := range 50 {
 		l.allow(fmt.Sprint("quiet-", i))
 	}
-	if got := l.size(); got != 51 {
-		t.Fatalf("tracking %d callers, want 51", got)
+	if got := l.size(); got != 50 {
+		t.Fatalf("tracking %d callers, want 50", got)
 	}
 	c.advance(2 * time.Minute)
 	l.allow("new") // the first new caller after sweepEvery triggers a sweep
-	if got := l.size(); got != 2 {
-		t.Errorf("after two idle minutes tracking %d callers, want 2 (busy, new)", got)
+	if got := l.size(); got != 1 {
+		t.Errorf("after two idle minutes tracking %d callers, want 1 (new)", got)
 	}
 	for i := range 1000 {
 		l.allow(fmt.Sprint("flood-", i))
@@ -90,10 +68,6 @@ func TestLimiterForgetsIdleCallers(t *testing.T) {
 	if got := l.size(); got > 100 {
 		t.Errorf("tracking %d callers, want at most 100", got)
 	}
-	if _, ok := l.acquire("busy"); ok {
-		t.Errorf("the caller with a run in flight was forgotten: got a second slot")
-	}
-	busy()
 }
 
 func TestCallerKey(t *testing.T) {

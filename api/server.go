@@ -9,10 +9,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/programmatic"
 	"github.com/kilnsh/kiln/replica"
-	"github.com/kilnsh/kiln/session"
 )
 
 // Health answers the health routes.
@@ -30,8 +28,9 @@ type Observer interface {
 	// (sent to its owner), ForwardedIn (sent here by another replica) or PassedOver
 	// (its owner could not be reached: served here).
 	Forwarded(route, how string)
-	// QuotaRefused is told, after Request, of a request refused for a per-caller quota
-	// (kiln.QuotaRate, ...).
+	// QuotaRefused is told, after Request, of a request refused for the rate quota
+	// (kiln.QuotaRate); the session layer tells of the others, whichever front end
+	// asked (session.Config.Refused).
 	QuotaRefused(kind string)
 }
 
@@ -47,12 +46,12 @@ type Config struct {
 	Keys *Keys
 	// Tokens verifies signed user identities (LibreChat's tokens, in Authorization:
 	// Bearer); nil when none are configured.
-	Tokens   Tokens
-	Sessions *session.Service // executions, sessions, state and files
-	Health   Health
-	Log      *slog.Logger
-	// Limits are the executor's; they bound request bodies.
-	Limits         executor.Limits
+	Tokens         Tokens
+	Sessions       Sessions // executions, sessions, state and files
+	Health         Health
+	Log            *slog.Logger
+	MaxFileBytes   int64 // largest file an upload or a run keeps
+	MaxStateBytes  int64 // largest state blob a client puts (POST /state)
 	MaxBodyBytes   int64 // largest JSON body accepted
 	MaxUploadBytes int64 // largest upload body accepted
 	MaxFiles       int   // files in one upload, and per session
@@ -90,9 +89,9 @@ type Config struct {
 type Server struct {
 	keys      *Keys
 	tokens    Tokens
-	sessions  *session.Service
-	limits    executor.Limits
+	sessions  Sessions
 	maxUpload int64
+	maxState  int64
 	maxFile   int64
 	spoolDir  string
 	maxFiles  int
@@ -119,7 +118,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	s := &Server{
 		keys: cfg.Keys, tokens: cfg.Tokens, sessions: cfg.Sessions, health: cfg.Health, log: cfg.Log,
-		limits: cfg.Limits, maxUpload: cfg.MaxUploadBytes, spoolDir: cfg.SpoolDir, maxFile: cfg.Limits.MaxFileBytes, maxFiles: cfg.MaxFiles,
+		maxState: cfg.MaxStateBytes, maxUpload: cfg.MaxUploadBytes, spoolDir: cfg.SpoolDir, maxFile: cfg.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
 		mcp: cfg.MCP, jupyter: cfg.Jupyter, instance: cfg.InstanceID, profiles: cfg.Profiles,
@@ -147,9 +146,8 @@ func New(cfg Config) *Server {
 	r.Route("/v1", s.mount)
 	if s.mcp != nil {
 		// Every MCP message is a request to /mcp: a wrong key is refused before any
-		// MCP session exists, and each message counts against the rate limit. The
-		// concurrency limit is taken per execution by the MCP tools (RunSlots).
-		r.With(s.requireKey, s.limitRate, s.routeBy(s.byMCPSession), s.ownMCP, s.withSlots).Handle("/mcp", s.mcp)
+		// MCP session exists, and each message counts against the rate limit.
+		r.With(s.requireKey, s.limitRate, s.routeBy(s.byMCPSession), s.ownMCP).Handle("/mcp", s.mcp)
 	}
 	if s.jupyter != nil {
 		r.With(tokenFromQuery, s.requireKey, s.limitRate).Mount("/jupyter", http.StripPrefix("/jupyter", s.jupyter))
@@ -189,9 +187,9 @@ func (s *Server) mount(r chi.Router) {
 			r.Use(s.limitRate)
 			// Requests about what one replica holds (a live session, a run, an MCP
 			// session) go to that replica (forward.go).
-			r.With(s.routeBy(s.bySession), s.limitConcurrency).Post("/exec", s.exec)
+			r.With(s.routeBy(s.bySession)).Post("/exec", s.exec)
 			r.With(s.routeBy(s.byExecution)).Post("/executions/{execution_id}/cancel", s.cancelExecution)
-			r.With(s.routeBy(s.bySession)).Post("/exec/programmatic", s.execProgrammatic) // takes its slot itself, per run
+			r.With(s.routeBy(s.bySession)).Post("/exec/programmatic", s.execProgrammatic)
 			r.With(s.routeBy(s.byRequestID)).Post("/exec/programmatic/cancel", s.cancelProgrammatic)
 			r.Post("/upload", s.upload)
 			r.Post("/upload/batch", s.uploadBatch)

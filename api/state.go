@@ -41,10 +41,9 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	lim := s.limits
-	blob, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lim.MaxStateBytes))
+	blob, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxState))
 	if err != nil {
-		writeError(w, r, bodyError(err, lim.MaxStateBytes))
+		writeError(w, r, bodyError(err, s.maxState))
 		return
 	}
 	sess, err := s.sessions.PutState(r.Context(), caller(r, ""), sid, blob)
@@ -62,7 +61,7 @@ func (s *Server) stateInfo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sess, err := s.sessions.Settle(r.Context(), caller(r, ""), sid)
+	sess, err := s.sessions.Stored(r.Context(), caller(r, ""), sid)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -133,7 +133,6 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sreq session
 	defer st.end()
 	sreq.Events = st.events
 	res, err := s.sessions.Exec(r.Context(), c, sreq)
-	info(r).endRun()
 	if err != nil {
 		switch {
 		case r.Context().Err() != nil:

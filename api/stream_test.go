@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 )
@@ -60,7 +61,7 @@ func talkingRun(_ context.Context, req executor.Request) (*executor.Result, erro
 		req.OnEvent(protocol.Event{Type: protocol.EventDisplay, Name: "figure-1.png", MIME: "image/png", Data: png})
 		req.OnEvent(protocol.Event{Type: protocol.EventOutput, Stream: "stderr", Text: "warn\n"})
 	}
-	return &executor.Result{Status: executor.StatusOK, Stdout: "a\n", Stderr: "warn\n", ExecutionID: req.ExecutionID,
+	return &executor.Result{Status: execution.StatusOK, Stdout: "a\n", Stderr: "warn\n", ExecutionID: req.ExecutionID,
 		Files: []protocol.File{{Path: "figure-1.png", Content: png}}}, nil
 }
 
@@ -133,7 +134,7 @@ func TestExecStreamKeepAlive(t *testing.T) {
 	h := api.NewHarness(t, api.HarnessConfig{Run: func(ctx context.Context, req executor.Request) (*executor.Result, error) {
 		req.OnStart()
 		time.Sleep(120 * time.Millisecond)
-		return &executor.Result{Status: executor.StatusOK, ExecutionID: req.ExecutionID}, nil
+		return &executor.Result{Status: execution.StatusOK, ExecutionID: req.ExecutionID}, nil
 	}})
 	h.SetKeepAlive(20 * time.Millisecond)
 	rec := serve(t, h, "POST", "/exec", jsonCT, `{"code":"1"}`, http.Header{"Accept": {"text/event-stream"}})

@@ -53,6 +53,9 @@ type Principal struct {
 	Role    string
 	Source  string // principal_source: librechat_jwt or openid_reuse
 	TokenID string
+	// Expires is the last moment the token is accepted: its exp plus the skew allowed. What
+	// it opened that lasts (a kernel's WebSocket) ends then.
+	Expires time.Time
 }
 
 // Error is a refused token; Reason is a short word for the log (never for the client).
@@ -238,7 +241,8 @@ func (v *Verifier) check(c *claims) (Principal, error) {
 	if exp.Sub(iat) > MaxLifetime {
 		return Principal{}, refuse("too_long", "a lifetime of %s, over %s", exp.Sub(iat), MaxLifetime)
 	}
-	p := Principal{Tenant: v.cfg.DefaultTenant, Subject: c.Subject, Role: c.Role, Source: c.PrincipalSource, TokenID: c.ID}
+	p := Principal{Tenant: v.cfg.DefaultTenant, Subject: c.Subject, Role: c.Role, Source: c.PrincipalSource, TokenID: c.ID,
+		Expires: exp.Add(v.cfg.Skew)}
 	if c.Tenant != nil {
 		p.Tenant = *c.Tenant
 	}

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,7 @@ func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{api: api, log: o.Log, frames: o.Frames, instance: o.Instance, oci: cfg.OCIRuntime, socketDir: cfg.SocketDir}
 	// Not under gVisor: the code's loopback is in its own network stack, not the namespace.
-	if !cfg.NoEgressPort && cfg.OCIRuntime != "runsc" {
+	if !cfg.NoEgressPort && cfg.OCIRuntime != gVisor {
 		if err := probeNetns(); err != nil {
 			o.Log.Debug("kiln cannot enter network namespaces: egress goes over sockets or frames", "err", err)
 		} else {
@@ -78,6 +79,15 @@ func Open(_ context.Context, o sandbox.Options, cfg Config) (*Runtime, error) {
 
 // Name returns "docker".
 func (r *Runtime) Name() string { return Name }
+
+// gVisor is the OCI runtime of gVisor's sandboxes (Config.OCIRuntime).
+const gVisor = "runsc"
+
+// Traits implements sandbox.Runtime: the daemon updates a running container's limits,
+// but not those gVisor's sandbox holds.
+func (r *Runtime) Traits() sandbox.Traits {
+	return sandbox.Traits{Isolation: cmp.Or(r.oci, "runc"), Resizes: r.oci != gVisor}
+}
 
 // Close releases the client's connections.
 func (r *Runtime) Close() error { return r.api.Close() }
@@ -106,11 +116,22 @@ func (r *Runtime) ImageID(ctx context.Context, image string) (string, error) {
 // Start creates a sandbox from spec and returns it once its REPL has answered the
 // handshake.
 func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	return sandbox.Started(r.StartContainer(ctx, spec))
+	s, err := r.StartContainer(ctx, spec)
+	if err != nil || !spec.PerCall {
+		return sandbox.Started(s, err)
+	}
+	pc, err := sandbox.PerCall(ctx, s, s, r.frames, r.log)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		return nil, errors.Join(err, s.Remove(rctx))
+	}
+	return pc, nil
 }
 
 // StartContainer is Start with the container's own type, for tests and benchmarks that
-// measure a sandbox without kiln. The order matters: create, attach (before start, so no
+// measure a sandbox without kiln; with Spec.PerCall it returns the idle container, which
+// Start wraps in sandbox.PerCall. The order matters: create, attach (before start, so no
 // output is missed), wait (so the exit code is known), start. ctx bounds the whole
 // warm-up; on any failure the container is removed with a context of its own.
 func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
@@ -123,7 +144,7 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 	}
 	// Not under gVisor: its Unix sockets to the host (runsc --host-uds) broke a bash
 	// call's curl through the relay (runsc 2022-12); the frames serve it.
-	if spec.Egress && !port && r.socketDir != "" && r.oci != "runsc" && !r.noSockets.Load() {
+	if spec.Egress && !port && r.socketDir != "" && r.oci != gVisor && !r.noSockets.Load() {
 		var err error
 		if sock, err = r.newSocket(); err != nil {
 			r.log.Warn("no egress socket for the sandbox: its connections go as net frames", "err", err)
@@ -150,7 +171,7 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 	if err != nil {
 		return nil, fmt.Errorf("%w: container create: %w", kiln.ErrRuntime, err)
 	}
-	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, perCall: spec.PerCall, execExit: -1, sock: sock,
+	s := &Sandbox{id: created.ID, created: time.Now(), rt: r, sock: sock,
 		milliCPU: spec.MilliCPU, memoryMB: spec.MemoryMB}
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
@@ -191,12 +212,10 @@ func (r *Runtime) StartContainer(ctx context.Context, spec sandbox.Spec) (*Sandb
 		s.port = ln
 		go s.Conn.Accept(ln)
 	}
-	if s.perCall {
-		err = s.probeExec(ctx)
-	} else {
-		s.ready, err = s.Handshake(ctx)
+	if spec.PerCall {
+		return s, nil // its container idles: Start wraps it (sandbox.PerCall)
 	}
-	if err != nil {
+	if s.ready, err = s.Handshake(ctx); err != nil {
 		return fail(err)
 	}
 	return s, nil

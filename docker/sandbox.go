@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -20,8 +19,8 @@ import (
 // container's attach stream, which stays open for the container's whole life.
 //
 // With a warm REPL (the default) the container's main process is the REPL and requests
-// travel over that attach connection. Without one (Spec.PerCall) the container idles and
-// the sandbox's request starts a fresh REPL with docker exec.
+// travel over that attach connection. Without one (Spec.PerCall) the container idles, and
+// Start hands it to sandbox.PerCall: its request gets a fresh REPL through Exec.
 type Sandbox struct {
 	*sandbox.Conn // the container's own attach stream
 
@@ -29,20 +28,12 @@ type Sandbox struct {
 	created time.Time
 	rt      *Runtime
 	ready   protocol.Ready
-	perCall bool
-
-	// per call: the connection of the REPL exec'd for the sandbox's one request, and its
-	// exec id; started by the first Send.
-	execConn *sandbox.Conn
-	execID   string
-	execExit int // the exit code of the exec'd REPL, -1 if unknown
 
 	// milliCPU and memoryMB are the container's limits: the spec's, or Resize's since.
 	milliCPU, memoryMB int64
 
-	egress func(net.Conn) // per call: what Egress set, for the exec'd REPL's connection
-	sock   *egressSocket  // the sandbox's own way to the egress proxy, nil without
-	port   net.Listener   // kiln's port in the sandbox's namespace, nil without
+	sock *egressSocket // the sandbox's own way to the egress proxy, nil without
+	port net.Listener  // kiln's port in the sandbox's namespace, nil without
 
 	waitResult client.ContainerWaitResult
 	stopWait   context.CancelFunc
@@ -57,114 +48,46 @@ func (s *Sandbox) ID() string { return ShortID(s.id) }
 // Ready returns the handshake the REPL sent at warm-up.
 func (s *Sandbox) Ready() protocol.Ready { return s.ready }
 
-// Send writes one frame to the REPL. Without a warm REPL the first Send starts the one
-// that serves it.
-func (s *Sandbox) Send(ctx context.Context, frame net.Buffers) error {
-	if !s.perCall {
-		return s.Conn.Send(ctx, frame)
-	}
-	if s.execConn == nil {
-		conn, id, err := s.startExec(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		s.execConn, s.execID = conn, id
-		conn.Egress(s.egress)
-	}
-	return s.execConn.Send(ctx, frame)
-}
+var _ sandbox.Execer = (*Sandbox)(nil)
 
-// Egress routes the REPL's outgoing connections to serve: the warm REPL's, or, per
-// call, the exec'd one's once it runs; and those made to the sandbox's socket.
-func (s *Sandbox) Egress(serve func(net.Conn)) {
-	s.Conn.Egress(serve) // the container's own REPL, and the socket's connections
-	if !s.perCall {
-		return
-	}
-	s.egress = serve
-	if s.execConn != nil {
-		s.execConn.Egress(serve)
-	}
-}
-
-// Receive returns the next frame the REPL sent.
-func (s *Sandbox) Receive(ctx context.Context) (protocol.Frame, error) {
-	if !s.perCall {
-		return s.Conn.Receive(ctx)
-	}
-	if s.execConn == nil {
-		return protocol.Frame{}, kiln.ErrSandboxExited
-	}
-	f, err := s.execConn.Receive(ctx)
-	if errors.Is(err, kiln.ErrSandboxExited) {
-		s.inspectExec(ctx)
-	}
-	return f, err
-}
-
-// startExec runs the per-call REPL once in the sandbox with docker exec and returns its
-// connection, once the REPL has answered the handshake.
-func (s *Sandbox) startExec(ctx context.Context) (*sandbox.Conn, string, error) {
+// Exec implements sandbox.Execer: the per-call REPL, started with docker exec.
+func (s *Sandbox) Exec(ctx context.Context) (sandbox.Streams, func(context.Context) int, error) {
 	created, err := s.rt.api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
 		User: user, WorkingDir: sandbox.DataDir, Cmd: sandbox.PerCallCommand,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: exec create: %w", kiln.ErrRuntime, err)
+		return nil, nil, fmt.Errorf("%w: exec create: %w", kiln.ErrRuntime, err)
 	}
 	att, err := s.rt.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: exec attach: %w", kiln.ErrRuntime, err)
+		return nil, nil, fmt.Errorf("%w: exec attach: %w", kiln.ErrRuntime, err)
 	}
-	conn := sandbox.Open(attached(att.HijackedResponse), s.rt.frames, s.rt.log, s.ID())
-	if _, err := conn.Handshake(ctx); err != nil {
-		conn.Close()
-		return nil, "", fmt.Errorf("exec'd REPL: %w", err)
-	}
-	return conn, created.ID, nil
+	return attached(att.HijackedResponse), func(ctx context.Context) int { return s.execExit(ctx, created.ID) }, nil
 }
 
-// probeExec checks at warm-up that the per-call REPL runs in the sandbox and records the
-// capabilities it announces; that process ends when its input closes.
-func (s *Sandbox) probeExec(ctx context.Context) error {
-	conn, _, err := s.startExec(ctx)
-	if err != nil {
-		return err
-	}
-	conn.Close()
-	s.ready = conn.Ready()
-	return nil
-}
-
-// inspectExec records the exit code of the exec'd REPL, which ended without answering.
-func (s *Sandbox) inspectExec(ctx context.Context) {
+// execExit is the exit code of the exec'd process id, whose streams have ended: -1 when
+// the daemon does not say within a few seconds.
+func (s *Sandbox) execExit(ctx context.Context, id string) int {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for ictx.Err() == nil {
-		res, err := s.rt.api.ExecInspect(ictx, s.execID, client.ExecInspectOptions{})
+		res, err := s.rt.api.ExecInspect(ictx, id, client.ExecInspectOptions{})
 		if err != nil {
-			return
+			return -1
 		}
 		if !res.Running {
-			s.execExit = res.ExitCode
-			return
+			return res.ExitCode
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return -1
 }
 
 // Exit reports how the REPL ended: its exit code and whether the kernel's
 // out-of-memory killer struck. Call it after kiln.ErrSandboxExited; it waits for the daemon to
 // see the exit, within ctx.
 func (s *Sandbox) Exit(ctx context.Context) (code int, oomKilled bool, err error) {
-	if s.perCall {
-		// The exec'd REPL died, not the container. Nothing but the kernel kills it
-		// with SIGKILL in this mode: kiln removes the whole container instead.
-		return s.execExit, s.execExit == 137, nil
-	}
 	code = -1
 	select {
 	case r := <-s.waitResult.Result:
@@ -280,9 +203,6 @@ func (s *Sandbox) Remove(ctx context.Context) error {
 	s.removeOnce.Do(func() {
 		if s.Conn != nil {
 			s.Conn.Close()
-		}
-		if s.execConn != nil {
-			s.execConn.Close()
 		}
 		if s.stopWait != nil {
 			s.stopWait()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
@@ -26,12 +27,12 @@ func TestRunEvents(t *testing.T) {
 		}, reply(nil)))
 		e := newTestExecutor(&fakePool{sb: sb}, testLimits())
 		var got []string
-		req := Request{Lang: LangPython, Code: "x", OnStart: func() { got = append(got, "start") }}
+		req := Request{Request: execution.Request{Lang: execution.LangPython, Code: "x"}, OnStart: func() { got = append(got, "start") }}
 		if withEvents {
 			req.OnEvent = func(ev protocol.Event) { got = append(got, ev.Type+":"+ev.Stream+ev.Text+ev.Name+string(ev.Data)) }
 		}
 		res, err := e.Run(context.Background(), req)
-		if err != nil || res.Status != StatusOK {
+		if err != nil || res.Status != execution.StatusOK {
 			t.Fatalf("got %+v, %v; want ok", res, err)
 		}
 		res.Release()
@@ -87,7 +88,7 @@ func TestCancel(t *testing.T) {
 	given := lz4Frame(t, []byte("before"))
 	done := make(chan *Result, 1)
 	go func() {
-		res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "sleep", ExecutionID: "run1", Owner: "alice", State: given, CaptureState: true})
+		res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "sleep", ExecutionID: "run1", State: given, CaptureState: true}, Owner: "alice"})
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -106,7 +107,7 @@ func TestCancel(t *testing.T) {
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("the cancelled run answered after %v, want at once", took)
 	}
-	if res.Status != StatusCancelled || res.ExitCode != 130 || res.Stdout != "partial\n" || deref(res.Error) != "Interrupted" {
+	if res.Status != execution.StatusCancelled || res.ExitCode != 130 || res.Stdout != "partial\n" || deref(res.Error) != "Interrupted" {
 		t.Errorf("got %s %d %q %q, want cancelled 130 with the partial output", res.Status, res.ExitCode, res.Stdout, deref(res.Error))
 	}
 	if !res.StateFromRun || bytes.Equal(res.State, given) {
@@ -134,7 +135,7 @@ func TestCancelIgnored(t *testing.T) {
 	ticked := make(chan struct{}, 1)
 	onEvent := func(protocol.Event) { ticked <- struct{}{} }
 	go func() {
-		res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", ExecutionID: "run2", OnEvent: onEvent})
+		res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", ExecutionID: "run2"}, OnEvent: onEvent})
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -154,7 +155,7 @@ func TestCancelIgnored(t *testing.T) {
 	if sb.Interrupts() == 0 {
 		t.Errorf("the sandbox got no interrupt")
 	}
-	if res.Status != StatusCancelled || res.ExitCode != 130 || res.Stdout != "tick\n" {
+	if res.Status != execution.StatusCancelled || res.ExitCode != 130 || res.Stdout != "tick\n" {
 		t.Errorf("got %s %d %q, want cancelled 130 with the output events' text", res.Status, res.ExitCode, res.Stdout)
 	}
 	p.checkHeldUntilRelease(t, res)
@@ -166,7 +167,7 @@ func TestCallerLeavingIsNotACancel(t *testing.T) {
 	e := newTestExecutor(&fakePool{sb: newSandbox(t, deaf)}, testLimits())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := e.Run(ctx, Request{Lang: LangPython, Code: "x", Timeout: time.Second})
+	_, err := e.Run(ctx, Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", Timeout: time.Second}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want the caller's context.DeadlineExceeded", err)
 	}

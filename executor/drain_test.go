@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
 
@@ -27,7 +28,7 @@ func TestDrain(t *testing.T) {
 	}
 	first := make(chan outcome, 1)
 	go func() {
-		res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x"})
+		res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x"}})
 		first <- outcome{res, err}
 	}()
 	<-entered
@@ -41,7 +42,7 @@ func TestDrain(t *testing.T) {
 	for !e.Draining() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	_, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x"})
+	_, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x"}})
 	checkCode(t, err, kiln.CodeUnavailable)
 	if got := err.(*kiln.Error).Message; got != "kiln is shutting down" {
 		t.Errorf("got message %q, want %q", got, "kiln is shutting down")
@@ -54,7 +55,7 @@ func TestDrain(t *testing.T) {
 
 	close(finish)
 	out := <-first
-	if out.err != nil || out.res.Status != StatusOK {
+	if out.err != nil || out.res.Status != execution.StatusOK {
 		t.Fatalf("the run under way: got %+v, %v; want status ok", out.res, out.err)
 	}
 	if err := <-drained; err != nil {
@@ -78,7 +79,7 @@ func TestDrainGivesUp(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = e.Run(ctx, Request{Lang: LangPython, Code: "x"})
+		_, _ = e.Run(ctx, Request{Request: execution.Request{Lang: execution.LangPython, Code: "x"}})
 	}()
 	<-entered
 	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -8,55 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox"
 )
-
-// What a failed run leaves of the state (Request.OnError).
-const (
-	OnErrorKeep     = "keep"
-	OnErrorRollback = "rollback"
-)
-
-// Statuses of a Result, as the API reports them.
-const (
-	StatusOK          = "ok"
-	StatusError       = "error"
-	StatusTimeout     = "timeout"
-	StatusOOM         = "oom"
-	StatusSandboxDied = "sandbox_died"
-	StatusCancelled   = "cancelled"
-)
-
-// The languages every kiln image's REPL runs itself. The others are whatever the
-// sandboxes' ready frames list: the executor has no table of them.
-const (
-	LangPython = "python"
-	LangBash   = "bash"
-)
-
-// langName is what a language's name may look like: js, cpp, f90, c++, c#.
-var langName = regexp.MustCompile(`^[a-z][a-z0-9+#_-]{0,15}$`)
-
-// LangName maps what a client calls a language to the executor's name: the aliases of
-// python and bash (the empty name is python), and any other name, lower-cased, as it is;
-// whether a sandbox runs it is the pools' to say. false when it cannot be a name.
-func LangName(lang string) (string, bool) {
-	switch lang = strings.ToLower(lang); lang {
-	case "", "py", "python", "python3":
-		return LangPython, true
-	case "bash", "sh":
-		return LangBash, true
-	}
-	return lang, langName.MatchString(lang)
-}
 
 // Pool lends sandboxes, each for one execution, from a pool whose sandboxes run the
 // language asked for (kiln.ErrUnsupportedLanguage when none does).
@@ -112,26 +73,19 @@ type Limits struct {
 	// Resources: a request may ask for its sandbox's CPU and memory (Request.MilliCPU,
 	// MemoryMB) up to MaxMilliCPU and MaxMemoryMB; DefaultMilliCPU and DefaultMemoryMB are
 	// the pools' sandboxes', and ExtraMemoryMB what kiln adds to the memory a request
-	// names (the REPL's warm heap). Resizable says the runtime adjusts a running sandbox
-	// (sandbox.Resizer); without it a request of its own size gets a sandbox started for
-	// it (Pool.CheckoutSized).
+	// names (the REPL's warm heap). Resizable is the runtime's word that it adjusts a
+	// running sandbox (sandbox.Traits.Resizes, through sandbox.Resizer); without it a
+	// request of its own size gets a sandbox started for it (Pool.CheckoutSized).
 	DefaultMilliCPU, MaxMilliCPU int64
 	DefaultMemoryMB, MaxMemoryMB int64
 	ExtraMemoryMB                int64
 	Resizable                    bool
 }
 
-// Request is one execution as the API hands it over.
+// Request is one execution as the session layer hands it over: what its client asked
+// (execution.Request), and where and how it runs.
 type Request struct {
-	Lang         string // a name from LangName: LangPython, LangBash, or one a pool runs
-	Code         string
-	Args         []string
-	State        []byte // the state blob to restore, or nil
-	CaptureState bool
-	// OnError chooses what a run that does not end ok leaves of the state: OnErrorKeep (what
-	// it bound before the error) or OnErrorRollback (the state it was given); empty means
-	// the configured default.
-	OnError string
+	execution.Request
 	// Sandbox, when set, is where the run goes instead of a sandbox checked out: a live
 	// session's, which stays its caller's whatever happens (Result.Release does nothing
 	// with it). Live says the sandbox may serve the session again: what the state cannot
@@ -146,26 +100,14 @@ type Request struct {
 	// states are stored at shutdown too.
 	Flush       bool
 	DeleteFiles []string
-	Timeout     time.Duration // zero means the default; clamped to the limits
 	Files       []protocol.File
-
-	// ExecutionID names the run for Cancel; a fresh id when empty. Owner is who may
-	// cancel it.
-	ExecutionID string
-	Owner       string
-	// MilliCPU and MemoryMB are the sandbox's CPU (thousandths of a core) and memory the
-	// request asks for; 0 is the default (Limits).
-	MilliCPU, MemoryMB int64
+	// Owner is who may cancel the run.
+	Owner string
 	// OnStart, when set, is called once the run has its sandbox, before the code runs.
 	OnStart func()
 	// OnEvent, when set, asks the REPL for events and gets them, in order, while the
 	// code runs. It must not block for long: the run's output waits for it.
 	OnEvent func(protocol.Event)
-	// Tools are the client's tools the code may call. When the code waits on calls,
-	// OnToolCalls gets them (it must not block for long) and the run waits, its clock
-	// stopped, until Continue answers them or Limits.ToolResultTimeout passes.
-	Tools       []protocol.Tool
-	OnToolCalls func(ToolCalls)
 	// Egress serves the connections the code opens out of the sandbox while it runs
 	// (Sandbox.Egress); nil refuses them.
 	Egress func(net.Conn)
@@ -359,8 +301,9 @@ func (e *Executor) run(ctx context.Context, sb sandbox.Sandbox, req Request, res
 		ID: id, Op: protocol.OpExec, Lang: req.Lang, Code: req.Code, Args: req.Args,
 		State: req.State, CaptureState: req.CaptureState,
 		TimeoutMS: req.Timeout.Milliseconds(), Files: req.Files, Limits: lim,
-		Events: req.OnEvent != nil, Figures: e.limits.Figures && req.Lang == LangPython,
+		Events: req.OnEvent != nil, Figures: e.limits.Figures && req.Lang == execution.LangPython,
 		Tools: req.Tools, Live: req.Live, StateBase: req.StateBase, DeleteFiles: req.DeleteFiles,
+		PlainPython: req.PlainPython, ReadOnly: req.ReadOnly,
 	})
 	if err != nil {
 		return res, err
@@ -385,8 +328,8 @@ func (e *Executor) run(ctx context.Context, sb sandbox.Sandbox, req Request, res
 	resp, err := x.run(ctx, hctx, frame)
 	res.ExecTime = time.Since(execStart)
 	res, err = e.conclude(ctx, hctx, sb, &req, res, x, resp, err)
-	if err == nil && !res.StateFromRun && req.CaptureState && req.Lang == LangPython && res.StateError == nil &&
-		res.Status != StatusOK {
+	if err == nil && !res.StateFromRun && req.CaptureState && req.Lang == execution.LangPython && res.StateError == nil &&
+		res.Status != execution.StatusOK {
 		note := "the sandbox ended before the state could be captured: the session keeps its state from before this call"
 		res.StateError = &note
 	}
@@ -408,12 +351,12 @@ func (e *Executor) conclude(ctx, hctx context.Context, sb sandbox.Sandbox, req *
 	case x.killedAfterInterrupt:
 		e.log.Info("cancelled run did not stop: sandbox killed", "sandbox", sb.ID(), "grace_ms", e.limits.InterruptGrace.Milliseconds())
 		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
-		return fail(res, StatusCancelled, 130, "Interrupted (the code did not stop; its sandbox was killed)"), nil
+		return fail(res, execution.StatusCancelled, 130, "Interrupted (the code did not stop; its sandbox was killed)"), nil
 	case context.Cause(ctx) != errCancelRequested && ctx.Err() != nil:
 		return res, ctx.Err() // the caller left; Run releases the sandbox
 	case hctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		e.log.Info("hard deadline: sandbox killed", "sandbox", sb.ID(), "timeout_ms", req.Timeout.Milliseconds())
-		return fail(res, StatusTimeout, 124, "Time limit exceeded"), nil
+		return fail(res, execution.StatusTimeout, 124, "Time limit exceeded"), nil
 	case errors.Is(err, kiln.ErrSandboxExited):
 		return e.exited(sb, res), nil
 	default:
@@ -433,7 +376,7 @@ func (e *Executor) accept(res *Result, resp *protocol.Response, req *Request) {
 	switch {
 	case resp.StateUnchanged:
 		res.State, res.StateUnchanged = given, true
-	case res.Status != StatusOK && e.rollback(req):
+	case res.Status != execution.StatusOK && e.rollback(req):
 		note := "rolled back (on_error: rollback): the session keeps its state from before this call"
 		res.State, res.StateFromRun, res.StateError = given, false, &note
 	case res.State != nil:
@@ -452,13 +395,13 @@ func (e *Executor) rollback(req *Request) bool {
 	if req.OnError == "" {
 		return e.limits.RollbackOnError
 	}
-	return req.OnError == OnErrorRollback
+	return req.OnError == execution.OnErrorRollback
 }
 
 // broken reports a sandbox that broke the protocol; kiln treats it as dead.
 func (e *Executor) broken(sb sandbox.Sandbox, res *Result, err error) *Result {
 	e.log.Warn("sandbox broke the protocol", "sandbox", sb.ID(), "err", err)
-	return fail(res, StatusSandboxDied, 1, "Sandbox sent a malformed response")
+	return fail(res, execution.StatusSandboxDied, 1, "Sandbox sent a malformed response")
 }
 
 // exited maps a sandbox that died before answering to a status.
@@ -473,12 +416,12 @@ func (e *Executor) exited(sb sandbox.Sandbox, res *Result) *Result {
 	}
 	e.log.Debug("sandbox exit explained", "sandbox", sb.ID(), "code", code, "oom", oom, "took", time.Since(start))
 	if oom {
-		return fail(res, StatusOOM, 137, "Out of memory")
+		return fail(res, execution.StatusOOM, 137, "Out of memory")
 	}
 	if code < 0 {
-		return fail(res, StatusSandboxDied, 1, "Sandbox exited (exit code unknown)")
+		return fail(res, execution.StatusSandboxDied, 1, "Sandbox exited (exit code unknown)")
 	}
-	return fail(res, StatusSandboxDied, code, fmt.Sprintf("Sandbox exited with code %d", code))
+	return fail(res, execution.StatusSandboxDied, code, fmt.Sprintf("Sandbox exited with code %d", code))
 }
 
 // fail reports a run the sandbox did not answer. The state is the one the run was
@@ -500,9 +443,9 @@ func fill(res *Result, r *protocol.Response) {
 	// stderr).
 	res.Truncated = r.Truncated || r.FilesError != nil
 	// A MemoryError is the same event as the kernel's OOM kill, caught earlier.
-	if r.Status == StatusError && r.Error != nil && strings.HasPrefix(*r.Error, "MemoryError") {
+	if r.Status == execution.StatusError && r.Error != nil && strings.HasPrefix(*r.Error, "MemoryError") {
 		msg := "Out of memory"
-		res.Status, res.ExitCode, res.Error = StatusOOM, 137, &msg
+		res.Status, res.ExitCode, res.Error = execution.StatusOOM, 137, &msg
 	}
 }
 

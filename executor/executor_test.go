@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
@@ -79,22 +80,22 @@ func TestValidate(t *testing.T) {
 		want        kiln.Code // "" for no error
 		wantTimeout time.Duration
 	}{
-		{name: "python", req: Request{Lang: LangPython, Code: "1"}, wantTimeout: lim.DefaultTimeout},
-		{name: "bash", req: Request{Lang: LangBash, Code: "echo"}, wantTimeout: lim.DefaultTimeout},
-		{name: "timeout kept", req: Request{Lang: LangPython, Code: "1", Timeout: 500 * time.Millisecond}, wantTimeout: 500 * time.Millisecond},
-		{name: "timeout clamped up", req: Request{Lang: LangPython, Code: "1", Timeout: time.Millisecond}, wantTimeout: lim.MinTimeout},
-		{name: "timeout clamped down", req: Request{Lang: LangPython, Code: "1", Timeout: time.Hour}, wantTimeout: lim.MaxTimeout},
-		{name: "negative timeout is the default", req: Request{Lang: LangPython, Code: "1", Timeout: -time.Second}, wantTimeout: lim.DefaultTimeout},
-		{name: "code at the limit", req: Request{Lang: LangPython, Code: strings.Repeat("1", 1000)}, wantTimeout: lim.DefaultTimeout},
-		{name: "code over the limit", req: Request{Lang: LangPython, Code: strings.Repeat("1", 1001)}, want: kiln.CodeTooLarge},
-		{name: "empty code", req: Request{Lang: LangPython, Code: ""}, want: kiln.CodeInvalid},
-		{name: "blank code", req: Request{Lang: LangPython, Code: " \n\t "}, want: kiln.CodeInvalid},
-		{name: "unknown language", req: Request{Lang: "ruby", Code: "1"}, want: kiln.CodeLanguage},
-		{name: "alias not normalised here", req: Request{Lang: "py", Code: "1"}, want: kiln.CodeLanguage},
-		{name: "empty language", req: Request{Code: "1"}, want: kiln.CodeLanguage},
-		{name: "state not LZ4", req: Request{Lang: LangPython, Code: "1", State: []byte("junk")}, want: kiln.CodeInvalid},
-		{name: "file at the limit", req: Request{Lang: LangPython, Code: "1", Files: []protocol.File{{Path: "a", Content: make([]byte, 100)}}}, wantTimeout: lim.DefaultTimeout},
-		{name: "file over the limit", req: Request{Lang: LangPython, Code: "1", Files: []protocol.File{{Path: "a", Content: make([]byte, 101)}}}, want: kiln.CodeTooLarge},
+		{name: "python", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1"}}, wantTimeout: lim.DefaultTimeout},
+		{name: "bash", req: Request{Request: execution.Request{Lang: execution.LangBash, Code: "echo"}}, wantTimeout: lim.DefaultTimeout},
+		{name: "timeout kept", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", Timeout: 500 * time.Millisecond}}, wantTimeout: 500 * time.Millisecond},
+		{name: "timeout clamped up", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", Timeout: time.Millisecond}}, wantTimeout: lim.MinTimeout},
+		{name: "timeout clamped down", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", Timeout: time.Hour}}, wantTimeout: lim.MaxTimeout},
+		{name: "negative timeout is the default", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", Timeout: -time.Second}}, wantTimeout: lim.DefaultTimeout},
+		{name: "code at the limit", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: strings.Repeat("1", 1000)}}, wantTimeout: lim.DefaultTimeout},
+		{name: "code over the limit", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: strings.Repeat("1", 1001)}}, want: kiln.CodeTooLarge},
+		{name: "empty code", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: ""}}, want: kiln.CodeInvalid},
+		{name: "blank code", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: " \n\t "}}, want: kiln.CodeInvalid},
+		{name: "unknown language", req: Request{Request: execution.Request{Lang: "ruby", Code: "1"}}, want: kiln.CodeLanguage},
+		{name: "alias not normalised here", req: Request{Request: execution.Request{Lang: "py", Code: "1"}}, want: kiln.CodeLanguage},
+		{name: "empty language", req: Request{Request: execution.Request{Code: "1"}}, want: kiln.CodeLanguage},
+		{name: "state not LZ4", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", State: []byte("junk")}}, want: kiln.CodeInvalid},
+		{name: "file at the limit", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1"}, Files: []protocol.File{{Path: "a", Content: make([]byte, 100)}}}, wantTimeout: lim.DefaultTimeout},
+		{name: "file over the limit", req: Request{Request: execution.Request{Lang: execution.LangPython, Code: "1"}, Files: []protocol.File{{Path: "a", Content: make([]byte, 101)}}}, want: kiln.CodeTooLarge},
 	}
 	e := newTestExecutor(&fakePool{}, lim)
 	for _, tt := range tests {
@@ -132,7 +133,7 @@ func TestValidateState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := Request{Lang: LangPython, Code: "x", State: tt.state}
+			req := Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", State: tt.state}}
 			err := e.Validate(&req)
 			if tt.want == "" {
 				if err != nil {
@@ -151,10 +152,10 @@ func TestRunInvalidUsesNoSandbox(t *testing.T) {
 	p := &fakePool{sb: newSandbox(t, reply(nil))}
 	e := newTestExecutor(p, testLimits())
 	for _, req := range []Request{
-		{Lang: LangPython, Code: ""},
-		{Lang: "ruby", Code: "1"},
-		{Lang: LangPython, Code: "1", State: []byte("junk")},
-		{Lang: LangPython, Code: "1", State: lz4Frame(t, make([]byte, 2<<20))},
+		{Request: execution.Request{Lang: execution.LangPython, Code: ""}},
+		{Request: execution.Request{Lang: "ruby", Code: "1"}},
+		{Request: execution.Request{Lang: execution.LangPython, Code: "1", State: []byte("junk")}},
+		{Request: execution.Request{Lang: execution.LangPython, Code: "1", State: lz4Frame(t, make([]byte, 2<<20))}},
 	} {
 		if _, err := e.Run(context.Background(), req); err == nil {
 			t.Errorf("Run(%.20q): got no error, want one", req.Code)
@@ -181,27 +182,27 @@ func TestRun(t *testing.T) {
 		{
 			name:       "ok",
 			handler:    reply(func(r *protocol.Response) { r.Result = str("2") }),
-			wantStatus: StatusOK, wantState: "new-state", wantStdout: "out\n",
+			wantStatus: execution.StatusOK, wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name:       "a state the REPL did not send back is the input state",
 			handler:    reply(func(r *protocol.Response) { r.State, r.StateUnchanged = nil, true }),
-			wantStatus: StatusOK, wantState: "old namespace", wantStdout: "out\n",
+			wantStatus: execution.StatusOK, wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "error keeps the state it left, as a notebook does",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ZeroDivisionError: division by zero")
 			}),
-			wantStatus: StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "new-state", wantStdout: "out\n",
+			wantStatus: execution.StatusError, wantExit: 1, wantError: "ZeroDivisionError: division by zero", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "error with on_error rollback hands back the input state",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
 			}),
-			onError:    OnErrorRollback,
-			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
+			onError:    execution.OnErrorRollback,
+			wantStatus: execution.StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "error with rollback by default",
@@ -209,76 +210,76 @@ func TestRun(t *testing.T) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
 			}),
 			rollbackByDflt: true,
-			wantStatus:     StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
+			wantStatus:     execution.StatusError, wantExit: 1, wantError: "NameError: x", wantState: "old namespace", wantStdout: "out\n",
 		},
 		{
 			name: "on_error keep wins over a rollback default",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("NameError: x")
 			}),
-			onError: OnErrorKeep, rollbackByDflt: true,
-			wantStatus: StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
+			onError: execution.OnErrorKeep, rollbackByDflt: true,
+			wantStatus: execution.StatusError, wantExit: 1, wantError: "NameError: x", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "REPL soft timeout keeps the state it left",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusTimeout, 124, str("Time limit exceeded")
 			}),
-			wantStatus: StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "new-state", wantStdout: "out\n",
+			wantStatus: execution.StatusTimeout, wantExit: 124, wantError: "Time limit exceeded", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "MemoryError is oom",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("MemoryError: ")
 			}),
-			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "new-state", wantStdout: "out\n",
+			wantStatus: execution.StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name: "a user exception mentioning MemoryError is not oom",
 			handler: reply(func(r *protocol.Response) {
 				r.Status, r.ExitCode, r.Error = protocol.StatusError, 1, str("ValueError: MemoryError")
 			}),
-			wantStatus: StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "new-state", wantStdout: "out\n",
+			wantStatus: execution.StatusError, wantExit: 1, wantError: "ValueError: MemoryError", wantState: "new-state", wantStdout: "out\n",
 		},
 		{
 			name:       "exited, OOM-killed",
 			handler:    exit(sandboxtest.ExitStatus{Code: 137, OOMKilled: true}),
-			wantStatus: StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace",
+			wantStatus: execution.StatusOOM, wantExit: 137, wantError: "Out of memory", wantState: "old namespace",
 		},
 		{
 			name:       "exited with code 3",
 			handler:    exit(sandboxtest.ExitStatus{Code: 3}),
-			wantStatus: StatusSandboxDied, wantExit: 3, wantError: "Sandbox exited with code 3", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 3, wantError: "Sandbox exited with code 3", wantState: "old namespace",
 		},
 		{
 			name:       "exited, exit status unknown",
 			handler:    exit(sandboxtest.ExitStatus{Code: -1, Err: errors.New("inspect failed")}),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox exited (exit code unknown)", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox exited (exit code unknown)", wantState: "old namespace",
 		},
 		{
 			name:       "malformed response",
 			handler:    raw(frame(`{"binary":0,"nope`)),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "broken framing",
 			handler:    raw(frame(`{"nope`)),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "response to another request",
 			handler:    reply(func(r *protocol.Response) { r.ID = "someone-else" }),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "unknown status",
 			handler:    reply(func(r *protocol.Response) { r.Status = "oom" }),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 		{
 			name:       "oversized frame",
 			handler:    raw(frame(`{"binary":1000000000000}`)),
-			wantStatus: StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
+			wantStatus: execution.StatusSandboxDied, wantExit: 1, wantError: "Sandbox sent a malformed response", wantState: "old namespace",
 		},
 	}
 	for _, tt := range tests {
@@ -288,7 +289,7 @@ func TestRun(t *testing.T) {
 			lim := testLimits()
 			lim.RollbackOnError = tt.rollbackByDflt
 			e := newTestExecutor(p, lim)
-			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true, OnError: tt.onError})
+			res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", State: inState, CaptureState: true, OnError: tt.onError}})
 			if err != nil {
 				t.Fatalf("got error %v, want a result", err)
 			}
@@ -313,7 +314,7 @@ func TestRun(t *testing.T) {
 				t.Errorf("got state %q, want %q", gotState, tt.wantState)
 			}
 			// A state the run did not leave is always explained.
-			if fromRun := gotState == "new-state" || res.Status == StatusOK; res.StateFromRun != fromRun || !fromRun && res.StateError == nil {
+			if fromRun := gotState == "new-state" || res.Status == execution.StatusOK; res.StateFromRun != fromRun || !fromRun && res.StateError == nil {
 				t.Errorf("got StateFromRun %v, state_error %v; want %v and a note unless the run left the state", res.StateFromRun, deref(res.StateError), fromRun)
 			}
 			if res.Stdout != tt.wantStdout {
@@ -340,11 +341,7 @@ func TestRunRequest(t *testing.T) {
 	lim := testLimits()
 	e := newTestExecutor(p, lim)
 	state := lz4Frame(t, []byte("ns"))
-	_, err := e.Run(context.Background(), Request{
-		Lang: LangBash, Code: "echo $1", Args: []string{"a b", "c"}, State: state,
-		CaptureState: true, Timeout: 300 * time.Millisecond,
-		Files: []protocol.File{{Path: "in.csv", Content: []byte("x,y")}},
-	})
+	_, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangBash, Code: "echo $1", Args: []string{"a b", "c"}, State: state, CaptureState: true, Timeout: 300 * time.Millisecond}, Files: []protocol.File{{Path: "in.csv", Content: []byte("x,y")}}})
 	if err != nil {
 		t.Fatalf("got error %v, want none", err)
 	}
@@ -383,7 +380,7 @@ func TestRunHardDeadline(t *testing.T) {
 	e := newTestExecutor(p, lim)
 	state := lz4Frame(t, []byte("ns"))
 	start := time.Now()
-	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "while True: pass", Timeout: timeout, State: state})
+	res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "while True: pass", Timeout: timeout, State: state}})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("got error %v, want a timeout result", err)
@@ -396,7 +393,7 @@ func TestRunHardDeadline(t *testing.T) {
 	if d := deadline.Sub(called); d <= timeout || d > want {
 		t.Errorf("got a hard deadline %v after the exchange began, want timeout plus grace (%v)", d, want)
 	}
-	if res.Status != StatusTimeout || res.ExitCode != 124 || deref(res.Error) != "Time limit exceeded" {
+	if res.Status != execution.StatusTimeout || res.ExitCode != 124 || deref(res.Error) != "Time limit exceeded" {
 		t.Errorf("got %s %d %q, want timeout 124 %q", res.Status, res.ExitCode, deref(res.Error), "Time limit exceeded")
 	}
 	if !bytes.Equal(res.State, state) {
@@ -427,7 +424,7 @@ func TestRunCallerCancel(t *testing.T) {
 				want = context.DeadlineExceeded
 			}
 			defer cancel()
-			res, err := e.Run(ctx, Request{Lang: LangPython, Code: "x", Timeout: 500 * time.Millisecond})
+			res, err := e.Run(ctx, Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", Timeout: 500 * time.Millisecond}})
 			if !errors.Is(err, want) {
 				t.Errorf("got %v, %v; want error %v", res, err, want)
 			}
@@ -452,7 +449,7 @@ func TestRunPoolErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &fakePool{err: tt.err}
 			e := newTestExecutor(p, testLimits())
-			res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x"})
+			res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x"}})
 			if res != nil {
 				t.Errorf("got result %+v, want nil", res)
 			}
@@ -478,7 +475,7 @@ func TestRunLanguageNotInSandbox(t *testing.T) {
 	sb := startOn(t, &sandboxtest.Fake{Languages: []string{"python"}, Handler: reply(nil)})
 	p := &fakePool{sb: sb}
 	e := newTestExecutor(p, testLimits())
-	_, err := e.Run(context.Background(), Request{Lang: LangBash, Code: "echo"})
+	_, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangBash, Code: "echo"}})
 	checkCode(t, err, kiln.CodeLanguage)
 	if n := len(sb.Requests()); n != 0 {
 		t.Errorf("got %d exchanges, want 0", n)
@@ -492,7 +489,7 @@ func TestRunDropsStateOverRawLimit(t *testing.T) {
 	inState := lz4Frame(t, []byte("old namespace"))
 	bomb := lz4Frame(t, make([]byte, 2<<20)) // over testLimits' 1 MiB raw limit
 	p := &fakePool{sb: newSandbox(t, reply(func(r *protocol.Response) { r.State = bomb }))}
-	res, err := newTestExecutor(p, testLimits()).Run(context.Background(), Request{Lang: LangPython, Code: "x", State: inState, CaptureState: true})
+	res, err := newTestExecutor(p, testLimits()).Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", State: inState, CaptureState: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,11 +506,11 @@ func TestLangName(t *testing.T) {
 		in, want string
 		ok       bool
 	}{
-		{"", LangPython, true}, {"Py", LangPython, true}, {"python3", LangPython, true},
-		{"SH", LangBash, true}, {"bash", LangBash, true}, {"JS", "js", true}, {"f90", "f90", true},
+		{"", execution.LangPython, true}, {"Py", execution.LangPython, true}, {"python3", execution.LangPython, true},
+		{"SH", execution.LangBash, true}, {"bash", execution.LangBash, true}, {"JS", "js", true}, {"f90", "f90", true},
 		{"c++", "c++", true}, {"a b", "a b", false}, {"9lang", "9lang", false},
 	} {
-		if got, ok := LangName(c.in); got != c.want || ok != c.ok {
+		if got, ok := execution.LangName(c.in); got != c.want || ok != c.ok {
 			t.Errorf("LangName(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
@@ -541,7 +538,7 @@ func TestARequestOfItsOwnSizeGetsASandboxOfIt(t *testing.T) {
 			lim := testLimits()
 			lim.DefaultMilliCPU, lim.MaxMilliCPU, lim.DefaultMemoryMB, lim.MaxMemoryMB, lim.ExtraMemoryMB = 1000, 2000, 512, 2048, 64
 			lim.Resizable = tc.resizable
-			res, err := newTestExecutor(p, lim).Run(context.Background(), Request{Lang: LangPython, Code: "x", MilliCPU: tc.cpu, MemoryMB: tc.mem})
+			res, err := newTestExecutor(p, lim).Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", MilliCPU: tc.cpu, MemoryMB: tc.mem}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -577,7 +574,7 @@ func TestValidateResources(t *testing.T) {
 			l := lim
 			l.Resizable = tc.resizable
 			e := newTestExecutor(&fakePool{}, l)
-			req := Request{Lang: LangPython, Code: "1", MilliCPU: tc.cpu, MemoryMB: tc.mem}
+			req := Request{Request: execution.Request{Lang: execution.LangPython, Code: "1", MilliCPU: tc.cpu, MemoryMB: tc.mem}}
 			err := e.Validate(&req)
 			if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Validate = %v, want %q", err, tc.want)

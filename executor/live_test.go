@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
@@ -16,7 +17,7 @@ func TestKeepTakesTheSandboxOver(t *testing.T) {
 	sb := newSandbox(t, reply(nil))
 	p := &fakePool{sb: sb}
 	e := newTestExecutor(p, testLimits())
-	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Live: true})
+	res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", CaptureState: true}, Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +45,7 @@ func TestRunOnTheSessionsSandbox(t *testing.T) {
 	}))
 	p := &fakePool{sb: newSandbox(t, reply(nil))}
 	e := newTestExecutor(p, testLimits())
-	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Sandbox: sb,
-		Live: true, StateBase: "7-1", DeleteFiles: []string{"gone.txt"}})
+	res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", CaptureState: true}, Sandbox: sb, Live: true, StateBase: "7-1", DeleteFiles: []string{"gone.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestRunOnTheSessionsSandbox(t *testing.T) {
 func TestDeadSandboxIsNotReusable(t *testing.T) {
 	sb := newSandbox(t, exit(sandboxtest.ExitStatus{Code: 137, OOMKilled: true}))
 	e := newTestExecutor(&fakePool{}, testLimits())
-	res, err := e.Run(context.Background(), Request{Lang: LangPython, Code: "x", CaptureState: true, Sandbox: sb})
+	res, err := e.Run(context.Background(), Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", CaptureState: true}, Sandbox: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusOOM || res.Reusable {
+	if res.Status != execution.StatusOOM || res.Reusable {
 		t.Errorf("got %s, reusable %v; want oom and not reusable", res.Status, res.Reusable)
 	}
 }

@@ -8,16 +8,9 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 )
-
-// ToolCalls is a pause of a run with tools: the calls its code made together, which
-// Continue answers. Token is the pause's secret: single use, it names this pause only.
-type ToolCalls struct {
-	Round int // 1 for the run's first pause
-	Calls []protocol.ToolCall
-	Token string
-}
 
 // toolWait is a run waiting on its client's tools, as the registry holds it.
 type toolWait struct {
@@ -46,7 +39,7 @@ func (e *Executor) validateTools(req *Request) error {
 	if req.OnToolCalls == nil {
 		return fmt.Errorf("executor: a request with tools needs OnToolCalls")
 	}
-	if req.Lang != LangPython && req.Lang != LangBash {
+	if req.Lang != execution.LangPython && req.Lang != execution.LangBash {
 		return kiln.Errorf(kiln.CodeLanguage, "tools are for python and bash code, not %s", req.Lang)
 	}
 	if len(req.Tools) > e.limits.MaxTools {
@@ -74,7 +67,7 @@ func (x *exchange) awaitTools(ctx context.Context, calls []protocol.ToolCall) er
 	}
 	x.rounds++
 	if x.rounds > lim.MaxToolRounds {
-		return &toolEnd{StatusError, fmt.Sprintf("the program made more than %d rounds of tool calls", lim.MaxToolRounds), 1}
+		return &toolEnd{execution.StatusError, fmt.Sprintf("the program made more than %d rounds of tool calls", lim.MaxToolRounds), 1}
 	}
 	w := &toolWait{token: kiln.NewID(), calls: make(map[string]bool, len(calls)), results: make(chan []protocol.ToolResult, 1)}
 	for _, c := range calls {
@@ -85,7 +78,7 @@ func (x *exchange) awaitTools(ctx context.Context, calls []protocol.ToolCall) er
 	}
 	x.e.reg.setWait(x.req.ExecutionID, w)
 	defer x.e.reg.setWait(x.req.ExecutionID, nil)
-	x.req.OnToolCalls(ToolCalls{Round: x.rounds, Calls: calls, Token: w.token})
+	x.req.OnToolCalls(execution.ToolCalls{Round: x.rounds, Calls: calls, Token: w.token})
 
 	timer := time.NewTimer(lim.ToolResultTimeout)
 	defer timer.Stop()
@@ -93,10 +86,10 @@ func (x *exchange) awaitTools(ctx context.Context, calls []protocol.ToolCall) er
 	select {
 	case results = <-w.results:
 	case <-timer.C:
-		return &toolEnd{StatusTimeout, fmt.Sprintf("no tool results within %s", lim.ToolResultTimeout), 124}
+		return &toolEnd{execution.StatusTimeout, fmt.Sprintf("no tool results within %s", lim.ToolResultTimeout), 124}
 	case <-ctx.Done():
 		if context.Cause(ctx) == errCancelRequested {
-			return &toolEnd{StatusCancelled, "Cancelled while waiting for tool results", 130}
+			return &toolEnd{execution.StatusCancelled, "Cancelled while waiting for tool results", 130}
 		}
 		return ctx.Err()
 	}

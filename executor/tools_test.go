@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/sandbox/sandboxtest"
 )
@@ -39,10 +40,10 @@ func toolSandbox(t *testing.T, rounds int) *sandboxtest.Sandbox {
 }
 
 // runWithTools starts a run in the background; its pauses come on the channel.
-func runWithTools(e *Executor, req Request) (<-chan ToolCalls, <-chan *Result, <-chan error) {
-	pauses := make(chan ToolCalls, 4)
+func runWithTools(e *Executor, req Request) (<-chan execution.ToolCalls, <-chan *Result, <-chan error) {
+	pauses := make(chan execution.ToolCalls, 4)
 	results, errs := make(chan *Result, 1), make(chan error, 1)
-	req.Tools, req.OnToolCalls = weather, func(tc ToolCalls) { pauses <- tc }
+	req.Tools, req.OnToolCalls = weather, func(tc execution.ToolCalls) { pauses <- tc }
 	if req.ExecutionID == "" {
 		req.ExecutionID = kiln.NewID()
 	}
@@ -59,7 +60,7 @@ func TestToolCallsPauseTheRunUntilContinue(t *testing.T) {
 	p := &fakePool{sb: sb}
 	lim := testLimits()
 	e := newTestExecutor(p, lim)
-	pauses, results, errs := runWithTools(e, Request{Lang: LangPython, Code: "await get_weather(city='Oslo')", ExecutionID: "exec-1", Owner: "a", Timeout: 100 * time.Millisecond})
+	pauses, results, errs := runWithTools(e, Request{Request: execution.Request{Lang: execution.LangPython, Code: "await get_weather(city='Oslo')", ExecutionID: "exec-1", Timeout: 100 * time.Millisecond}, Owner: "a"})
 	tc := <-pauses
 	if tc.Round != 1 || len(tc.Calls) != 1 || tc.Calls[0].ID != "call_001" || len(tc.Token) < 20 {
 		t.Fatalf("pause = %+v, want round 1 with call_001 and a token", tc)
@@ -89,7 +90,7 @@ func TestToolCallsPauseTheRunUntilContinue(t *testing.T) {
 		t.Errorf("replayed Continue = %v, want a conflict", err)
 	}
 	res, err := <-results, <-errs
-	if err != nil || res.Status != StatusOK {
+	if err != nil || res.Status != execution.StatusOK {
 		t.Fatalf("Run = %+v, %v; want ok", res, err)
 	}
 	if res.Stdout != `[{"call_id":"call_001","result":{"temp":20},"is_error":false}]` {
@@ -108,19 +109,19 @@ func TestToolWaitEnds(t *testing.T) {
 	cases := []struct {
 		name   string
 		rounds int
-		act    func(e *Executor, tc ToolCalls)
+		act    func(e *Executor, tc execution.ToolCalls)
 		status string
 		msg    string
 	}{
-		{"no results in time", 1, func(*Executor, ToolCalls) {}, StatusTimeout, "no tool results within 150ms"},
-		{"cancelled while waiting", 1, func(e *Executor, tc ToolCalls) {
+		{"no results in time", 1, func(*Executor, execution.ToolCalls) {}, execution.StatusTimeout, "no tool results within 150ms"},
+		{"cancelled while waiting", 1, func(e *Executor, tc execution.ToolCalls) {
 			if err := e.Cancel("exec-2", "a"); err != nil {
 				t.Error(err)
 			}
-		}, StatusCancelled, "Cancelled while waiting for tool results"},
-		{"too many rounds", 3, func(e *Executor, tc ToolCalls) {
+		}, execution.StatusCancelled, "Cancelled while waiting for tool results"},
+		{"too many rounds", 3, func(e *Executor, tc execution.ToolCalls) {
 			_ = e.Continue("exec-2", "a", tc.Token, []protocol.ToolResult{{CallID: tc.Calls[0].ID, Result: json.RawMessage(`1`)}})
-		}, StatusError, "the program made more than 2 rounds of tool calls"},
+		}, execution.StatusError, "the program made more than 2 rounds of tool calls"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,7 +129,7 @@ func TestToolWaitEnds(t *testing.T) {
 			lim := testLimits()
 			lim.ToolResultTimeout = 150 * time.Millisecond
 			e := newTestExecutor(p, lim)
-			pauses, results, errs := runWithTools(e, Request{Lang: LangPython, Code: "x", ExecutionID: "exec-2", Owner: "a"})
+			pauses, results, errs := runWithTools(e, Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", ExecutionID: "exec-2"}, Owner: "a"})
 			done := false
 			for !done {
 				select {
@@ -151,7 +152,7 @@ func TestToolWaitEnds(t *testing.T) {
 
 func TestValidateTools(t *testing.T) {
 	e := newTestExecutor(&fakePool{}, testLimits())
-	on := func(ToolCalls) {}
+	on := func(execution.ToolCalls) {}
 	for _, c := range []struct {
 		tools []protocol.Tool
 		want  string
@@ -161,7 +162,7 @@ func TestValidateTools(t *testing.T) {
 		{[]protocol.Tool{{Name: "1", Function: "1"}}, `tool "1": "1" is not a valid function name`},
 		{[]protocol.Tool{{Name: "", Function: "x"}}, `tool "": "x" is not a valid function name`},
 	} {
-		req := Request{Lang: LangPython, Code: "x", Tools: c.tools, OnToolCalls: on}
+		req := Request{Request: execution.Request{Lang: execution.LangPython, Code: "x", Tools: c.tools, OnToolCalls: on}}
 		if err := e.Validate(&req); message(err) != c.want {
 			t.Errorf("Validate(%v) = %v, want %q", c.tools, err, c.want)
 		}

@@ -1,16 +1,21 @@
 package jupyter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/session"
+	"github.com/kilnsh/kiln/store"
 )
 
 // KernelName is the one kernel spec served, the default.
@@ -22,7 +27,7 @@ const entity = "jupyter-kernel"
 
 // Config is what a Handler needs.
 type Config struct {
-	Sessions *session.Service
+	Sessions Sessions
 	// Caller returns who sent r; the request has passed kiln's key check already.
 	Caller func(r *http.Request) session.Caller
 	Log    *slog.Logger
@@ -32,18 +37,40 @@ type Config struct {
 	PythonVersion string
 	// CellTimeout bounds one cell; zero is the executor's default.
 	CellTimeout time.Duration
+	// MaxKernels bounds the kernels one caller holds in this process's table
+	// (JUPYTER_MAX_KERNELS), MaxConnections the WebSockets open on one kernel
+	// (JUPYTER_MAX_CONNECTIONS), and MaxQueuedBytes the cells one connection has waiting
+	// (JUPYTER_MAX_QUEUED_MB); zero takes the defaults below.
+	MaxKernels     int
+	MaxConnections int
+	MaxQueuedBytes int64
+	// MaxCellBytes bounds one message that holds a cell (its code, with room for the
+	// envelope); zero is 16 MiB. Any other message is bounded by maxControl.
+	MaxCellBytes int64
 }
+
+// The bounds a Config that names none takes.
+const (
+	DefaultMaxKernels     = 16
+	DefaultMaxConnections = 8
+	DefaultMaxQueuedBytes = 16 << 20
+	defaultMaxCellBytes   = 16 << 20
+)
 
 // Handler serves the Jupyter Server API under its mount point (the paths it sees begin
 // with /api).
 type Handler struct {
 	cfg      Config
-	sessions *session.Service
+	sessions Sessions
 	log      *slog.Logger
 	mux      *http.ServeMux
 
 	mu      sync.Mutex
 	kernels map[string]*kernel
+	// sockets counts the WebSocket connections being served, each until its running cell
+	// has ended; closing refuses new ones (Close). Both under mu.
+	sockets sync.WaitGroup
+	closing bool
 }
 
 // New returns a Handler.
@@ -54,6 +81,10 @@ func New(cfg Config) *Handler {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	cfg.MaxKernels = cmp.Or(cfg.MaxKernels, DefaultMaxKernels)
+	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
+	cfg.MaxCellBytes = cmp.Or(cfg.MaxCellBytes, defaultMaxCellBytes)
 	h := &Handler{cfg: cfg, sessions: cfg.Sessions, log: cfg.Log, kernels: map[string]*kernel{}, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api", h.api)
 	h.mux.HandleFunc("GET /api/{$}", h.api)
@@ -73,17 +104,45 @@ func New(cfg Config) *Handler {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Close shuts every kernel's connections; the kernels' sessions stay.
-func (h *Handler) Close() {
+// Close shuts every kernel's connections, refuses new ones, and waits, within ctx, for
+// the cells they were running to end: an HTTP server's Shutdown does not wait for a
+// WebSocket, and a cell's results must be stored before the store closes. The kernels'
+// sessions stay.
+func (h *Handler) Close(ctx context.Context) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.closing = true
 	for _, k := range h.kernels {
 		k.mu.Lock()
 		for c := range k.conns {
-			c.close()
+			// Each close waits for its client's answering frame: not one after another.
+			go c.close(websocket.StatusGoingAway, "kiln is shutting down")
 		}
 		k.mu.Unlock()
 	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.sockets.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kernel connections still running cells: %w", ctx.Err())
+	}
+}
+
+// serving counts a WebSocket connection as served until the returned done is called;
+// false once Close has begun.
+func (h *Handler) serving() (done func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return nil, false
+	}
+	h.sockets.Add(1)
+	return h.sockets.Done, true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -107,6 +166,10 @@ func failErr(w http.ResponseWriter, err error) {
 			status = http.StatusNotFound
 		case kiln.CodeInvalid:
 			status = http.StatusBadRequest
+		case kiln.CodeTooLarge:
+			status = http.StatusRequestEntityTooLarge
+		case kiln.CodeForbidden:
+			status = http.StatusForbidden
 		case kiln.CodeBusy, kiln.CodeRateLimited:
 			status = http.StatusServiceUnavailable
 		}
@@ -123,7 +186,7 @@ func (h *Handler) apiStatus(w http.ResponseWriter, r *http.Request) {
 	n := 0
 	h.mu.Lock()
 	for _, k := range h.kernels {
-		if k.caller.Principal() == c.Principal() {
+		if c.Owns(k.owner) {
 			n++
 		}
 	}
@@ -167,7 +230,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	var mine []*kernel
 	for _, k := range h.kernels {
-		if k.caller.Principal() == c.Principal() {
+		if c.Owns(k.owner) {
 			mine = append(mine, k)
 		}
 	}
@@ -196,12 +259,17 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := h.cfg.Caller(r)
+	if n := h.held(c); n >= h.cfg.MaxKernels {
+		fail(w, http.StatusTooManyRequests, fmt.Sprintf(
+			"kernel limit reached: this caller holds %d kernels and JUPYTER_MAX_KERNELS is %d; shut one down first", n, h.cfg.MaxKernels))
+		return
+	}
 	sess, err := h.sessions.NewSession(r.Context(), c, entity)
 	if err != nil {
 		failErr(w, err)
 		return
 	}
-	k := h.add(kernelID(sess.ID), sess.ID, c)
+	k := h.add(kernelID(sess.ID), sess, c)
 	k.touch("idle")
 	w.Header().Set("Location", "/api/kernels/"+k.id)
 	writeJSON(w, http.StatusCreated, k.model())
@@ -213,9 +281,22 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 // reaches it (kernel reads it back), with its execution count from 0.
 const forgetAfter = time.Hour
 
-// add registers a kernel of c's for the session sid, or returns the one registered; it
+// held counts the kernels in the table that c made: those written with its owner.
+func (h *Handler) held(c session.Caller) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, k := range h.kernels {
+		if k.owner == c.Owner() {
+			n++
+		}
+	}
+	return n
+}
+
+// add registers the kernel of sess, reached by c, or returns the one registered; it
 // first forgets the kernels idle past forgetAfter.
-func (h *Handler) add(id, sid string, c session.Caller) *kernel {
+func (h *Handler) add(id string, sess *store.Session, c session.Caller) *kernel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if k, ok := h.kernels[id]; ok {
@@ -227,38 +308,41 @@ func (h *Handler) add(id, sid string, c session.Caller) *kernel {
 			delete(h.kernels, kid)
 		}
 	}
-	k := &kernel{id: id, sid: sid, name: KernelName, caller: c, h: h, state: "idle", last: now, conns: map[*conn]bool{}}
+	k := &kernel{id: id, sid: sess.ID, owner: sess.Owner, name: KernelName, caller: c, h: h, state: "idle", last: now,
+		conns: map[*conn]bool{}}
 	h.kernels[id] = k
 	return k
 }
 
 // kernel returns the caller's kernel with the id of r's path: one this process knows,
 // or one whose session the caller owns (a kernel started on another replica, or before
-// a restart). Another caller's kernel is not found.
+// a restart). Either is found by the rule of the sessions themselves (key and user, or
+// tenant and user under tokens): another caller's kernel is not found. So is an id in
+// any spelling but the one kiln writes (lower-case).
 func (h *Handler) kernel(w http.ResponseWriter, r *http.Request) (*kernel, bool) {
 	id := r.PathValue("id")
 	c := h.cfg.Caller(r)
+	sid, ok := sessionOf(id)
+	if !ok {
+		fail(w, http.StatusNotFound, "no such kernel: "+id+" (a kernel id is a UUID in lower case)")
+		return nil, false
+	}
 	h.mu.Lock()
 	k, ok := h.kernels[id]
 	h.mu.Unlock()
 	if ok {
-		if k.caller.Principal() != c.Principal() {
+		if !c.Owns(k.owner) {
 			fail(w, http.StatusNotFound, "no such kernel: "+id)
 			return nil, false
 		}
 		return k, true
-	}
-	sid, ok := sessionOf(id)
-	if !ok {
-		fail(w, http.StatusNotFound, "no such kernel: "+id)
-		return nil, false
 	}
 	sess, err := h.sessions.Session(r.Context(), c, sid)
 	if err != nil || sess.EntityID != entity {
 		fail(w, http.StatusNotFound, "no such kernel: "+id)
 		return nil, false
 	}
-	return h.add(id, sid, c), true
+	return h.add(id, sess, c), true
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
@@ -279,19 +363,21 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// shutdown ends a kernel: its running cell, its connections and its session.
+// shutdown ends a kernel: no cell of it starts from now on (those queued get aborted
+// replies), the running one is interrupted, its connections close, its session goes.
 func (h *Handler) shutdown(ctx context.Context, k *kernel) error {
-	_ = k.interrupt(ctx)
-	h.mu.Lock()
-	delete(h.kernels, k.id)
-	h.mu.Unlock()
 	k.mu.Lock()
 	k.shutdown = true
 	conns := k.conns
 	k.conns = map[*conn]bool{}
 	k.mu.Unlock()
+	_ = k.interrupt(ctx)
+	h.mu.Lock()
+	delete(h.kernels, k.id)
+	h.mu.Unlock()
 	for c := range conns {
-		c.close()
+		c.abortQueued()
+		c.close(websocket.StatusGoingAway, "the kernel was shut down")
 	}
 	return h.sessions.DeleteSession(ctx, k.caller, k.sid)
 }

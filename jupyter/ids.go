@@ -26,10 +26,11 @@ func kernelID(sessionID string) string {
 }
 
 // sessionOf reads a kernel id back into its session's id; false for anything kernelID
-// did not write.
+// did not write, another spelling of one (upper-case hex) included: one session, one
+// kernel id.
 func sessionOf(id string) (string, bool) {
 	h := strings.ReplaceAll(id, "-", "")
-	if len(id) != 36 || len(h) != 32 || id != kernelIDShape(h) {
+	if len(id) != 36 || len(h) != 32 || id != kernelIDShape(h) || h != strings.ToLower(h) {
 		return "", false
 	}
 	v, ok := new(big.Int).SetString(h, 16)

@@ -3,22 +3,25 @@ package jupyter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kilnsh/kiln"
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/session"
 )
 
 // kernel is one kernel: a session of its owner's, the cells that run in it one at a
 // time, and the WebSocket connections that hear it.
 type kernel struct {
-	id     string // the kernel's id: its session's, written as a UUID (kernelID)
-	sid    string // the session's id
-	name   string // the kernel spec's
+	id    string // the kernel's id: its session's, written as a UUID (kernelID)
+	sid   string // the session's id
+	owner string // the session's owner (store.Session.Owner): who may reach the kernel
+	name  string // the kernel spec's
+	// caller is who registered the kernel here; its cells run as that caller.
 	caller session.Caller
 	h      *Handler
 
@@ -32,6 +35,7 @@ type kernel struct {
 	last      time.Time
 	running   string // the execution id of the cell that runs, "" when idle
 	conns     map[*conn]bool
+	opening   int // connections admitted and not yet open
 	shutdown  bool
 	cancelled bool // the running cell was interrupted
 }
@@ -125,15 +129,52 @@ type result struct {
 	traceback []string
 }
 
+// stopped reports whether the kernel was shut down.
+func (k *kernel) stopped() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.shutdown
+}
+
+// aborted answers a cell that will never run: its kernel was shut down.
+func aborted(c *conn, req *message) {
+	c.send(reply(req, c.session, "shell", "execute_reply", map[string]any{"status": "aborted", "execution_count": nil}))
+}
+
+// overQuota answers a cell that would take its caller past MAX_CONCURRENT_PER_KEY, as
+// POST /exec answers 429: it does not run, and the notebook shows why.
+func overQuota(c *conn, req *message, err error) {
+	why := err.Error()
+	var e *kiln.Error
+	if errors.As(err, &e) {
+		why = e.Message
+	}
+	content := map[string]any{"ename": "QuotaExceeded", "evalue": why, "traceback": []string{"QuotaExceeded: " + why}}
+	c.send(reply(req, c.session, "iopub", "error", content))
+	content["status"], content["execution_count"] = "error", nil
+	c.send(reply(req, c.session, "shell", "execute_reply", content))
+}
+
 // execute runs a cell for conn's execute_request and tells every connection what it
-// shows; the reply goes to conn.
+// shows; the reply goes to conn. A cell of a kernel shut down meanwhile does not run.
 func (k *kernel) execute(ctx context.Context, c *conn, req *message) {
 	var in executeRequest
 	_ = json.Unmarshal(req.Content, &in)
 	k.run.Lock()
 	defer k.run.Unlock()
+	if k.stopped() {
+		aborted(c, req)
+		return
+	}
 	k.status(req, c.session, "busy")
 	defer k.status(req, c.session, "idle")
+	// The cell takes its caller's execution slot before it counts: one refused for the
+	// concurrency quota does not run, and takes no execution count.
+	release, err := k.h.sessions.Admit(k.caller)
+	if err != nil {
+		overQuota(c, req, err)
+		return
+	}
 
 	k.mu.Lock()
 	counts := !in.Silent && (in.StoreHistory == nil || *in.StoreHistory)
@@ -146,6 +187,9 @@ func (k *kernel) execute(ctx context.Context, c *conn, req *message) {
 		k.broadcast(reply(req, c.session, "iopub", "execute_input", map[string]any{"code": in.Code, "execution_count": count}))
 	}
 	res := k.runCell(ctx, c, req, in, count)
+	// The slot is free before the reply goes: a client that runs its next cell on
+	// another kernel once this one answers finds it free.
+	release()
 	if !res.ok {
 		k.broadcast(reply(req, c.session, "iopub", "error", map[string]any{
 			"ename": res.ename, "evalue": res.evalue, "traceback": res.traceback}))
@@ -201,8 +245,10 @@ func (k *kernel) runCell(ctx context.Context, c *conn, req *message, in executeR
 		}
 	}
 	res, err := k.h.sessions.Exec(ctx, k.caller, session.ExecRequest{
-		Request:   executor.Request{Lang: "python", Code: in.Code, CaptureState: true, ExecutionID: id, Timeout: k.h.cfg.CellTimeout},
+		Request:   execution.Request{Lang: "python", Code: in.Code, CaptureState: true, ExecutionID: id, Timeout: k.h.cfg.CellTimeout},
 		SessionID: k.sid,
+		Existing:  true,
+		Admitted:  true, // execute took the slot
 		Events:    events,
 	})
 	if err != nil {
@@ -213,11 +259,11 @@ func (k *kernel) runCell(ctx context.Context, c *conn, req *message, in executeR
 	k.mu.Lock()
 	cancelled := k.cancelled
 	k.mu.Unlock()
-	if res.Status == executor.StatusOK {
+	if res.Status == execution.StatusOK {
 		flushErr()
 		return result{ok: true, count: count}
 	}
-	out := failure(res.Result, cancelled)
+	out := failure(res.Status, res.Error, cancelled)
 	if tb, before, ok := cutTraceback(heldErr); ok {
 		heldErr = before
 		out.traceback = tb
@@ -229,24 +275,24 @@ func (k *kernel) runCell(ctx context.Context, c *conn, req *message, in executeR
 
 // failure names a cell's failure as Jupyter does: ename, evalue, and a traceback that
 // is at least the error's line.
-func failure(r *executor.Result, cancelled bool) result {
-	if cancelled || r.Status == executor.StatusCancelled {
+func failure(status string, errLine *string, cancelled bool) result {
+	if cancelled || status == execution.StatusCancelled {
 		return result{ename: "KeyboardInterrupt", evalue: "", traceback: []string{"KeyboardInterrupt: the cell was interrupted"}}
 	}
-	line := r.Status
-	if r.Error != nil {
-		line = *r.Error
+	line := status
+	if errLine != nil {
+		line = *errLine
 	}
 	ename, evalue, found := strings.Cut(line, ": ")
 	if !found {
 		ename, evalue = line, ""
 	}
-	switch r.Status {
-	case executor.StatusTimeout:
+	switch status {
+	case execution.StatusTimeout:
 		ename, evalue = "TimeoutError", line
-	case executor.StatusOOM:
+	case execution.StatusOOM:
 		ename, evalue = "MemoryError", line
-	case executor.StatusSandboxDied:
+	case execution.StatusSandboxDied:
 		ename, evalue = "DeadKernelError", line
 	}
 	return result{ename: ename, evalue: evalue, traceback: []string{line}}
@@ -257,8 +303,8 @@ func failure(r *executor.Result, cancelled bool) result {
 func cutTraceback(text string) ([]string, string, bool) {
 	i := strings.LastIndex(text, "Traceback (most recent call last):\n")
 	if i < 0 {
-		// A syntax error has no "Traceback" line: it starts with its file's line.
-		i = strings.LastIndex(text, "  File \"<string>\"")
+		// A syntax error has no "Traceback" line: it starts with its file's line, the cell's.
+		i = max(strings.LastIndex(text, "  File \"<string>\""), strings.LastIndex(text, "  File \"<cell "))
 	}
 	if i < 0 {
 		return nil, text, false
@@ -268,28 +314,35 @@ func cutTraceback(text string) ([]string, string, bool) {
 }
 
 // introspect answers a complete, inspect or is_complete request: the REPL reads the
-// session's namespace (kiln_repl/introspect.py) in a call of the kernel's session,
-// between cells, and prints the reply's content.
+// session's namespace with IPython's completer and inspector (kiln_repl/introspect.py) in
+// a read-only call of the kernel's session, between cells, and prints the reply's content.
 func (k *kernel) introspect(ctx context.Context, m *message) map[string]any {
 	var in codeRequest
 	_ = json.Unmarshal(m.Content, &in)
 	kind := strings.TrimSuffix(m.Header.MsgType, "_request")
 	quoted, _ := json.Marshal(in.Code) // a JSON string is a Python string literal
-	code := fmt.Sprintf("__import__('kiln_repl.introspect', fromlist=['answer']).answer(globals(), %q, %s, %d)", kind, quoted, in.CursorPos)
+	code := fmt.Sprintf("__import__('kiln_repl.introspect', fromlist=['answer']).answer(globals(), %q, %s, %d, %d)",
+		kind, quoted, in.CursorPos, in.DetailLevel)
+	fallback := map[string]any{"status": "error", "ename": "KilnError", "evalue": "", "traceback": []string{}}
 	k.run.Lock()
+	if k.stopped() {
+		k.run.Unlock()
+		fallback["evalue"] = "the kernel was shut down"
+		return fallback
+	}
 	res, err := k.h.sessions.Exec(ctx, k.caller, session.ExecRequest{
-		Request:   executor.Request{Lang: "python", Code: code, CaptureState: true, ExecutionID: kiln.NewID()},
+		Request:   execution.Request{Lang: "python", Code: code, CaptureState: true, ExecutionID: kiln.NewID(), ReadOnly: true},
 		SessionID: k.sid,
+		Existing:  true,
 	})
 	k.run.Unlock()
-	fallback := map[string]any{"status": "error", "ename": "KilnError", "evalue": "", "traceback": []string{}}
 	if err != nil {
 		fallback["evalue"] = err.Error()
 		return fallback
 	}
 	defer res.Release()
 	var out map[string]any
-	if res.Status != executor.StatusOK || json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &out) != nil {
+	if res.Status != execution.StatusOK || json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &out) != nil {
 		fallback["evalue"] = strings.TrimSpace(res.Stderr)
 		return fallback
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
+	"github.com/kilnsh/kiln/store"
 )
 
 func TestCutTraceback(t *testing.T) {
@@ -21,6 +23,8 @@ func TestCutTraceback(t *testing.T) {
 			"warning: slow\n", []string{"Traceback (most recent call last):", "  File \"<string>\", line 1, in <module>", "ZeroDivisionError: division by zero"}},
 		{"  File \"<string>\", line 3\n    if\n      ^\nSyntaxError: invalid syntax\n",
 			"", []string{"  File \"<string>\", line 3", "    if", "      ^", "SyntaxError: invalid syntax"}},
+		{"  File \"<cell 4>\", line 1\n    x =\n       ^\nSyntaxError: invalid syntax\n",
+			"", []string{"  File \"<cell 4>\", line 1", "    x =", "       ^", "SyntaxError: invalid syntax"}},
 		{"just a warning\n", "just a warning\n", nil},
 	} {
 		tb, before, ok := cutTraceback(tc.text)
@@ -37,13 +41,13 @@ func TestFailureNames(t *testing.T) {
 		cancelled     bool
 		ename, evalue string
 	}{
-		{executor.Result{Status: executor.StatusError, Error: line("ZeroDivisionError: division by zero")}, false, "ZeroDivisionError", "division by zero"},
-		{executor.Result{Status: executor.StatusError, Error: line("KeyError")}, false, "KeyError", ""},
-		{executor.Result{Status: executor.StatusTimeout, Error: line("Time limit exceeded")}, false, "TimeoutError", "Time limit exceeded"},
-		{executor.Result{Status: executor.StatusOOM, Error: line("Out of memory")}, false, "MemoryError", "Out of memory"},
-		{executor.Result{Status: executor.StatusError, Error: line("KeyboardInterrupt")}, true, "KeyboardInterrupt", ""},
+		{executor.Result{Status: execution.StatusError, Error: line("ZeroDivisionError: division by zero")}, false, "ZeroDivisionError", "division by zero"},
+		{executor.Result{Status: execution.StatusError, Error: line("KeyError")}, false, "KeyError", ""},
+		{executor.Result{Status: execution.StatusTimeout, Error: line("Time limit exceeded")}, false, "TimeoutError", "Time limit exceeded"},
+		{executor.Result{Status: execution.StatusOOM, Error: line("Out of memory")}, false, "MemoryError", "Out of memory"},
+		{executor.Result{Status: execution.StatusError, Error: line("KeyboardInterrupt")}, true, "KeyboardInterrupt", ""},
 	} {
-		got := failure(&tc.res, tc.cancelled)
+		got := failure(tc.res.Status, tc.res.Error, tc.cancelled)
 		if got.ename != tc.ename || got.evalue != tc.evalue || len(got.traceback) == 0 {
 			t.Errorf("failure(%+v) = %+v", tc.res, got)
 		}
@@ -113,7 +117,8 @@ func TestKernelIDs(t *testing.T) {
 			t.Fatalf("%s -> %s -> %s %v", sid, kid, back, ok)
 		}
 	}
-	for _, bad := range []string{"", "not-a-kernel", "ffffffff-ffff-ffff-ffff-ffffffffffff", "0000000000000000000000000000000000ab",
+	upper := strings.ToUpper(kernelID(kiln.NewID()))
+	for _, bad := range []string{"", "not-a-kernel", upper, "ffffffff-ffff-ffff-ffff-ffffffffffff", "0000000000000000000000000000000000ab",
 		"00000000-0000-0000-0000-00000000000g", "00000000-0000-0000-00000-0000000000a"} {
 		if sid, ok := sessionOf(bad); ok {
 			t.Errorf("sessionOf(%q) = %q", bad, sid)
@@ -126,12 +131,13 @@ func TestKernelIDs(t *testing.T) {
 // activity, is kept.
 func TestIdleKernelsAreForgotten(t *testing.T) {
 	h := &Handler{kernels: map[string]*kernel{}}
-	old := h.add("k-old", "s-old", session.Caller{Key: "a"})
-	connected := h.add("k-conn", "s-conn", session.Caller{Key: "a"})
+	owned := func(id string) *store.Session { return &store.Session{ID: id, Owner: "a\x00"} }
+	old := h.add("k-old", owned("s-old"), session.Caller{Key: "a"})
+	connected := h.add("k-conn", owned("s-conn"), session.Caller{Key: "a"})
 	old.last = time.Now().Add(-2 * forgetAfter)
 	connected.last = old.last
 	connected.conns[&conn{}] = true
-	h.add("k-new", "s-new", session.Caller{Key: "a"})
+	h.add("k-new", owned("s-new"), session.Caller{Key: "a"})
 	if _, ok := h.kernels["k-old"]; ok {
 		t.Error("an idle kernel with no connection is still in the table")
 	}

@@ -40,6 +40,8 @@ type message struct {
 	Content      json.RawMessage `json:"content"`
 	Channel      string          `json:"channel"`
 	Buffers      []any           `json:"buffers"`
+
+	size int // bytes a queued cell counts for (conn.queueCell)
 }
 
 // reply makes a message of msgType on channel answering parent (nil for none).
@@ -69,8 +71,9 @@ type executeRequest struct {
 }
 
 type codeRequest struct {
-	Code      string `json:"code"`
-	CursorPos int    `json:"cursor_pos"`
+	Code        string `json:"code"`
+	CursorPos   int    `json:"cursor_pos"`
+	DetailLevel int    `json:"detail_level"`
 }
 
 type shutdownRequest struct {

@@ -1,6 +1,7 @@
 package jupyter
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -57,7 +58,8 @@ func decodeV1(b []byte) (*message, error) {
 			return nil, errFrame
 		}
 	}
-	part := func(i int) []byte { return b[offsets[i]:offsets[i+1]] }
+	// Each part is copied: a message kept (a cell queued) does not hold the whole frame.
+	part := func(i int) []byte { return bytes.Clone(b[offsets[i]:offsets[i+1]]) }
 	m := &message{Channel: string(part(0)), ParentHeader: part(2), Metadata: part(3), Content: part(4)}
 	if err := json.Unmarshal(part(1), &m.Header); err != nil {
 		return nil, errFrame

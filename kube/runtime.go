@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -264,6 +265,11 @@ func (c *Runtime) Close() error {
 
 // Name returns "kubernetes".
 func (c *Runtime) Name() string { return Name }
+
+// Traits implements sandbox.Runtime: a Pod's limits are fixed once it runs.
+func (c *Runtime) Traits() sandbox.Traits {
+	return sandbox.Traits{Isolation: cmp.Or(c.cfg.RuntimeClass, "default")}
+}
 
 // Ping checks that the API server answers.
 func (c *Runtime) Ping(ctx context.Context) error {

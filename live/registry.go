@@ -52,27 +52,33 @@ type Binding struct {
 	// StateToken names the capture the sandbox last made that the session's store
 	// holds ("" when none does): the next call's state base.
 	StateToken string
-	// StateSHA256 is the digest of the session's stored state when the sandbox last
-	// served it ("" for none): a session whose stored state is another was changed
-	// elsewhere, and its sandbox is stale.
+	// StateSHA256 is the digest of the state the sandbox's namespace last left with kiln
+	// ("" for none): the session's stored state, or the capture that waits for its store.
+	// A session whose stored state is neither was changed elsewhere, and its sandbox is
+	// stale.
 	StateSHA256 string
 	Memory      int64 // the REPL's resident memory after its last call
 	Created     time.Time
 	LastUsed    time.Time
-	// Pending says the namespace is ahead of the stored state: a call answered before
-	// its state was stored (STATE_SAVE_DELAY_MS), and the flush has not stored it yet.
+	// Pending says the namespace is ahead of every capture kiln holds: a call answered
+	// before its state was captured (STATE_SAVE_DELAY_MS), and the capture that follows
+	// the answer has not run yet.
 	Pending bool
-	// StateNotes is what the last stored capture left out (its state_error), "" for
-	// nothing: a pending answer says it.
+	// StateNotes is what the last capture left out (its state_error), "" for nothing: a
+	// pending answer says it.
 	StateNotes string
 	// MilliCPU and MemoryMB are the limits the last call left the sandbox with (0: the
 	// pool's): a flush keeps them.
 	MilliCPU, MemoryMB int64
 }
 
-// flushed are the reasons a pending binding is flushed for before its sandbox goes: the
-// sandbox can still answer, and nothing newer of its session is stored.
+// flushed are the reasons a pending binding's sandbox can still be captured before it
+// goes: it can still answer, and nothing newer of its session is stored.
 var flushed = map[string]bool{EndIdle: true, EndLifetime: true, EndCapacity: true, EndQuota: true, EndShutdown: true}
+
+// Answers reports whether a sandbox that ends for reason can still be captured first: it
+// ends idle, past its lifetime, for room, for a quota or at shutdown.
+func Answers(reason string) bool { return flushed[reason] }
 
 // Counts are the registry's totals since it started.
 type Counts struct {
@@ -101,9 +107,9 @@ type Registry struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	// flush stores a pending binding's namespace before its sandbox goes (SetFlush);
-	// flushing counts those under way, which Close waits for.
-	flush    func(*Binding)
+	// flush hears of a binding whose sandbox goes with something of its own (SetFlush);
+	// flushing counts the pending ones under way, which Close waits for.
+	flush    func(b *Binding, reason string)
 	flushing sync.WaitGroup
 
 	mu     sync.Mutex
@@ -120,14 +126,15 @@ func New(cfg Config, release func(sandbox.Sandbox), log *slog.Logger) *Registry 
 		counts: newCounts()}
 }
 
-// SetFlush sets what stores a pending binding's namespace before its sandbox ends for
-// a reason that leaves it able to answer (idle, lifetime, capacity, quota, shutdown). It
+// SetFlush sets what hears of a binding whose sandbox ends, and why (End*), when it is
+// pending or holds names its last capture left out (StateNotes): where the sandbox can
+// still answer (Answers), a pending namespace can be captured first. For a pending one it
 // runs in a goroutine of its own, the sandbox is released after it, and Close waits for
-// it. Set it before the first Put.
-func (r *Registry) SetFlush(flush func(*Binding)) { r.flush = flush }
+// it; for the other, before the sandbox is released. Set it before the first Put.
+func (r *Registry) SetFlush(flush func(b *Binding, reason string)) { r.flush = flush }
 
-// PendingSessions lists the sessions whose live sandbox's namespace is ahead of the
-// stored state, idle or lent to a call.
+// PendingSessions lists the sessions whose live sandbox's namespace is ahead of kiln's
+// last capture of it, idle or lent to a call.
 func (r *Registry) PendingSessions() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -143,13 +150,13 @@ func (r *Registry) PendingSessions() []string {
 }
 
 // IsPending reports whether the session has a live sandbox whose namespace is ahead of
-// the stored state, idle or lent to a call.
+// kiln's last capture of it, idle or lent to a call.
 func (r *Registry) IsPending(session string) bool {
 	return slices.Contains(r.PendingSessions(), session)
 }
 
 // TakePending lends the session's live sandbox as Take does, but only when it is idle
-// and pending (its namespace ahead of the stored state); nil otherwise, and then the
+// and pending (its namespace ahead of kiln's last capture); nil otherwise, and then the
 // binding is left as it was.
 func (r *Registry) TakePending(session string) *Binding {
 	r.mu.Lock()
@@ -484,14 +491,17 @@ func (r *Registry) end(b *Binding, reason string) {
 	r.counts.Ended[reason]++
 	r.mu.Unlock()
 	r.log.Info("live sandbox ended", "session", b.Session, "sandbox", b.Sandbox.ID(), "reason", reason)
-	if b.Pending && r.flush != nil && flushed[reason] {
+	if b.Pending && r.flush != nil {
 		r.flushing.Add(1)
 		go func() {
 			defer r.flushing.Done()
-			r.flush(b)
+			r.flush(b, reason)
 			r.release(b.Sandbox)
 		}()
 		return
+	}
+	if b.StateNotes != "" && r.flush != nil {
+		r.flush(b, reason) // nothing to capture: only what goes with the sandbox is told
 	}
 	r.release(b.Sandbox)
 }

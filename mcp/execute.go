@@ -14,7 +14,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/egress"
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/session"
 	"github.com/kilnsh/kiln/store"
 )
@@ -60,24 +60,17 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	if err != nil {
 		return nil, executeOut{}, err
 	}
-	lng, ok := executor.LangName(in.Lang)
+	lng, ok := execution.LangName(in.Lang)
 	if !ok {
 		return toolError("unsupported lang %q", in.Lang), executeOut{}, nil
 	}
-	if in.OnError != "" && in.OnError != executor.OnErrorKeep && in.OnError != executor.OnErrorRollback {
-		return toolError("on_error must be %q or %q, got %q", executor.OnErrorKeep, executor.OnErrorRollback, in.OnError), executeOut{}, nil
+	if in.OnError != "" && in.OnError != execution.OnErrorKeep && in.OnError != execution.OnErrorRollback {
+		return toolError("on_error must be %q or %q, got %q", execution.OnErrorKeep, execution.OnErrorRollback, in.OnError), executeOut{}, nil
 	}
 	sid, err := h.target(ctx, st, in.SessionID, false)
 	if err != nil {
 		res, err := h.failure(err)
 		return res, executeOut{}, err
-	}
-	if st.caller.Acquire != nil {
-		release, ok := st.caller.Acquire()
-		if !ok {
-			return toolError("concurrency quota: this caller has MAX_CONCURRENT_PER_KEY executions in flight; wait for one to finish"), executeOut{}, nil
-		}
-		defer release()
 	}
 	// The run ends with the call (notifications/cancelled) or with the MCP session.
 	ctx, cancel := context.WithCancel(ctx)
@@ -89,8 +82,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	var forget func()
 	var shown []*store.File // figures the run showed, stored as they came
 	sreq := session.ExecRequest{
-		Request: executor.Request{Lang: lng, Code: in.Code, CaptureState: true, OnError: in.OnError,
-			Timeout: timeout(in.TimeoutMS), ExecutionID: kiln.NewID()},
+		Request:   execution.Request{Lang: lng, Code: in.Code, CaptureState: true, OnError: in.OnError, Timeout: timeout(in.TimeoutMS), ExecutionID: kiln.NewID(), PlainPython: in.IPython != nil && !*in.IPython},
 		SessionID: sid,
 		Network:   network(in.Network),
 		Events: func(ev session.Event) {
@@ -103,14 +95,14 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 			p.event(ev)
 		},
 	}
-	res, err := h.sessions.Exec(ctx, st.caller.Caller, sreq)
+	res, err := h.sessions.Exec(ctx, st.caller, sreq)
 	if forget != nil {
 		forget()
 	}
 	p.stop()
 	if err != nil {
 		if ctx.Err() != nil {
-			return toolError("cancelled before the run finished"), executeOut{SessionID: sid, Status: executor.StatusCancelled, Files: []fileOut{}}, nil
+			return toolError("cancelled before the run finished"), executeOut{SessionID: sid, Status: execution.StatusCancelled, Files: []fileOut{}}, nil
 		}
 		res, err := h.failure(err)
 		return res, executeOut{}, err
@@ -122,7 +114,7 @@ func (h *Handler) execute(ctx context.Context, req *sdk.CallToolRequest, in exec
 	}
 	out := newExecuteOut(res)
 	out.Timing.TotalMS = ms(time.Since(start))
-	return h.executeResult(context.WithoutCancel(ctx), st.caller.Caller, res, out), out, nil
+	return h.executeResult(context.WithoutCancel(ctx), st.caller, res, out), out, nil
 }
 
 // withShown adds to a run's files the figures it showed that it did not also write.
@@ -206,22 +198,22 @@ func (h *Handler) executeResult(ctx context.Context, c session.Caller, res *sess
 	fmt.Fprintf(&b, "[session %s, status %s]", out.SessionID, out.Status)
 	return &sdk.CallToolResult{
 		Content: append([]sdk.Content{&sdk.TextContent{Text: b.String()}}, content...),
-		IsError: out.Status != executor.StatusOK,
+		IsError: out.Status != execution.StatusOK,
 	}
 }
 
 // errorLine is a run's failure in one line.
 func errorLine(out executeOut) string {
 	switch out.Status {
-	case executor.StatusOK:
+	case execution.StatusOK:
 		return ""
-	case executor.StatusTimeout:
+	case execution.StatusTimeout:
 		return "timed out: the run took longer than its timeout and was stopped"
-	case executor.StatusOOM:
+	case execution.StatusOOM:
 		return "out of memory: the sandbox ran out of memory and was stopped"
-	case executor.StatusCancelled:
+	case execution.StatusCancelled:
 		return "cancelled: the run was interrupted"
-	case executor.StatusSandboxDied:
+	case execution.StatusSandboxDied:
 		return "the sandbox died during the run"
 	}
 	if out.Error != "" {

@@ -12,21 +12,12 @@ import (
 	"github.com/kilnsh/kiln/session"
 )
 
-// Caller is who sent an HTTP request to /mcp, as the HTTP layer in front of the
-// handler authenticated them.
-type Caller struct {
-	session.Caller
-	// Acquire takes one of the caller's concurrent execution slots: ok is false when
-	// every slot is taken, else release must be called once the run is over. Nil
-	// means no limit.
-	Acquire func() (release func(), ok bool)
-}
-
 // Config is what a Handler needs.
 type Config struct {
-	Sessions *session.Service
-	// Caller returns who sent r. The request has passed kiln's key check already.
-	Caller func(r *http.Request) Caller
+	Sessions Sessions
+	// Caller returns who sent r, as the HTTP layer in front of the handler authenticated
+	// them: the request has passed kiln's key check already.
+	Caller func(r *http.Request) session.Caller
 	Log    *slog.Logger
 	// Version is kiln's, told to clients in the initialize answer.
 	Version string
@@ -50,7 +41,7 @@ type Config struct {
 // runs. A session closed for idleness (no request for longer than any run) has none.
 type Handler struct {
 	cfg      Config
-	sessions *session.Service
+	sessions Sessions
 	server   *sdk.Server
 	http     *sdk.StreamableHTTPHandler
 	log      *slog.Logger
@@ -148,7 +139,7 @@ func (h *Handler) Close() {
 }
 
 // bind records the caller of a new MCP session and watches for its end.
-func (h *Handler) bind(id string, c Caller) {
+func (h *Handler) bind(id string, c session.Caller) {
 	var ss *sdk.ServerSession
 	for s := range h.server.Sessions() {
 		if s.ID() == id {
@@ -216,7 +207,7 @@ func (w *bindWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // mcpSession is what kiln keeps of one MCP session: who it acts for, its default
 // Python session, and the runs going on in it, by Python session.
 type mcpSession struct {
-	caller Caller
+	caller session.Caller
 	ctx    context.Context // ends with the MCP session, interrupting its runs
 	cancel context.CancelFunc
 
@@ -225,7 +216,7 @@ type mcpSession struct {
 	running map[string]string // Python session id → execution id
 }
 
-func newMCPSession(c Caller) *mcpSession {
+func newMCPSession(c session.Caller) *mcpSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &mcpSession{caller: c, ctx: ctx, cancel: cancel, running: map[string]string{}}
 }

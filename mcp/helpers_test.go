@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnsh/kiln"
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/mcp"
 	"github.com/kilnsh/kiln/protocol"
@@ -35,6 +36,7 @@ type fakeRunner struct {
 	cancels map[string]context.CancelFunc
 	states  []string // the state each run was given
 	onError []string // each run's on_error
+	plain   []bool   // each run's PlainPython
 	ended   chan string
 }
 
@@ -45,6 +47,7 @@ func (f *fakeRunner) Run(ctx context.Context, req executor.Request) (*executor.R
 	f.cancels[req.ExecutionID] = cancel
 	f.states = append(f.states, string(req.State))
 	f.onError = append(f.onError, req.OnError)
+	f.plain = append(f.plain, req.PlainPython)
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -58,7 +61,7 @@ func (f *fakeRunner) Run(ctx context.Context, req executor.Request) (*executor.R
 	if req.OnStart != nil {
 		req.OnStart()
 	}
-	res := &executor.Result{Status: executor.StatusOK, State: req.State, ExecutionID: req.ExecutionID}
+	res := &executor.Result{Status: execution.StatusOK, State: req.State, ExecutionID: req.ExecutionID}
 	for _, line := range strings.Split(req.Code, "\n") {
 		cmd, arg, _ := strings.Cut(line, " ")
 		switch cmd {
@@ -76,10 +79,10 @@ func (f *fakeRunner) Run(ctx context.Context, req executor.Request) (*executor.R
 			res.Files = append(res.Files, protocol.File{Path: arg, Content: pngBytes})
 		case "wait":
 			<-ctx.Done()
-			res.Status = executor.StatusCancelled
+			res.Status = execution.StatusCancelled
 			return res, nil
 		case "fail":
-			res.Status, res.Error = executor.StatusError, &arg
+			res.Status, res.Error = execution.StatusError, &arg
 		}
 	}
 	return res, nil
@@ -127,17 +130,15 @@ func newEnvLimit(t *testing.T, n int) *env {
 	sessions := session.New(session.Config{
 		Store: st, Runner: run, Validate: func(*executor.Request) error { return nil },
 		CheckState: func([]byte) error { return nil }, Cancel: run.cancel,
-		Limits: session.Limits{MaxFileBytes: 1 << 20, MaxFilesPerSession: 10}, Log: log,
+		Limits: session.Limits{MaxFileBytes: 1 << 20, MaxFilesPerSession: 10, MaxConcurrent: n}, Log: log,
 	})
 	h := mcp.New(mcp.Config{
 		Sessions: sessions, Log: log, ProgressEvery: 200 * time.Millisecond,
-		Caller: func(r *http.Request) mcp.Caller {
-			return mcp.Caller{Caller: api.CallerFrom(r.Context()), Acquire: api.RunSlots(r.Context())}
-		},
+		Caller: func(r *http.Request) session.Caller { return api.CallerFrom(r.Context()) },
 	})
 	srv := httptest.NewServer(api.New(api.Config{
 		Keys: api.NewKeys([]string{testKey, "other-key"}), Sessions: sessions, Log: log, MCP: h,
-		MaxBodyBytes: 1 << 20, RateLimit: api.RateLimit{Concurrent: n},
+		MaxBodyBytes: 1 << 20,
 	}))
 	t.Cleanup(func() {
 		h.Close()

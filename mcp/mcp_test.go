@@ -53,6 +53,22 @@ func TestExecuteDefaultSessionKeepsState(t *testing.T) {
 	}
 }
 
+// ipython false runs the cell as plain Python; absent or true, as IPython reads it.
+func TestExecuteIPython(t *testing.T) {
+	e := newEnv(t)
+	cs := e.connect(t, testKey, nil)
+	for _, args := range []map[string]any{{"code": "print a"}, {"code": "print b", "ipython": true}, {"code": "print c", "ipython": false}} {
+		if res, out := call[execOut](t, cs, "execute", args); out.Status != "ok" {
+			t.Fatalf("%v: got %+v (%s)", args, out, text(res))
+		}
+	}
+	e.runner.mu.Lock()
+	defer e.runner.mu.Unlock()
+	if !slices.Equal(e.runner.plain, []bool{false, false, true}) {
+		t.Errorf("the runs' PlainPython: %v, want only the third", e.runner.plain)
+	}
+}
+
 // on_error reaches the run as sent; a value that is neither keep nor rollback is the
 // tool's error, with no run.
 func TestExecuteOnError(t *testing.T) {

@@ -39,7 +39,7 @@ func (h *Handler) readFile(ctx context.Context, req *sdk.ReadResourceRequest) (*
 	if st == nil {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
-	f, data, err := h.sessions.File(ctx, st.caller.Caller, sid, fid)
+	f, data, err := h.sessions.File(ctx, st.caller, sid, fid)
 	if err != nil {
 		if kiln.ErrorCode(err) == kiln.CodeNotFound {
 			return nil, sdk.ResourceNotFoundError(uri)

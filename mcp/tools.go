@@ -34,6 +34,7 @@ type executeIn struct {
 	TimeoutMS int64     `json:"timeout_ms,omitempty" jsonschema:"How long the code may run, in milliseconds; kiln's default and maximum apply."`
 	OnError   string    `json:"on_error,omitempty" jsonschema:"keep (default): a run that fails keeps the variables it bound before the error, as a notebook does. rollback: a failed run leaves the session exactly as before the call."`
 	Network   *[]string `json:"network,omitempty" jsonschema:"Hosts this call's code may reach over HTTP(S), as host patterns (pypi.internal, *.github.com, api.example.com:8443): it narrows what the deployment allows and never widens it; an empty list shuts the network for the call. Omit it to get what the deployment allows (often nothing)."`
+	IPython   *bool     `json:"ipython,omitempty" jsonschema:"true (default): Python cells are read as IPython reads them, as in a Jupyter notebook: %magics (%time, %timeit, %pip install, %%writefile), !shell commands, x = !cmd, obj? for help. false: plain Python, where those are a SyntaxError."`
 }
 
 type sessionIn struct {
@@ -162,20 +163,20 @@ func (h *Handler) failure(err error) (*sdk.CallToolResult, error) {
 // create is set and there is none yet); "" when there is none.
 func (h *Handler) target(ctx context.Context, st *mcpSession, named string, create bool) (string, error) {
 	if named != "" {
-		if _, err := h.sessions.Session(ctx, st.caller.Caller, named); err != nil {
+		if _, err := h.sessions.Session(ctx, st.caller, named); err != nil {
 			return "", kiln.Errorf(kiln.CodeNotFound, "session %s not found; call list_sessions, or omit session_id for the default session", named)
 		}
 		return named, nil
 	}
 	if sid := st.defaultSession(); sid != "" {
-		if _, err := h.sessions.Session(ctx, st.caller.Caller, sid); err == nil {
+		if _, err := h.sessions.Session(ctx, st.caller, sid); err == nil {
 			return sid, nil
 		}
 	}
 	if !create {
 		return "", nil
 	}
-	sess, err := h.sessions.NewSession(ctx, st.caller.Caller, "")
+	sess, err := h.sessions.NewSession(ctx, st.caller, "")
 	if err != nil {
 		return "", err
 	}
@@ -188,7 +189,7 @@ func (h *Handler) newSession(ctx context.Context, req *sdk.CallToolRequest, _ st
 	if err != nil {
 		return nil, sessionOut{}, err
 	}
-	sess, err := h.sessions.NewSession(ctx, st.caller.Caller, "")
+	sess, err := h.sessions.NewSession(ctx, st.caller, "")
 	if err != nil {
 		res, err := h.failure(err)
 		return res, sessionOut{}, err
@@ -207,7 +208,7 @@ func (h *Handler) listSessions(ctx context.Context, req *sdk.CallToolRequest, in
 		limit = 20
 	}
 	limit = min(limit, 200)
-	list, more, err := h.sessions.Sessions(ctx, st.caller.Caller, max(in.Offset, 0), limit)
+	list, more, err := h.sessions.Sessions(ctx, st.caller, max(in.Offset, 0), limit)
 	if err != nil {
 		res, err := h.failure(err)
 		return res, sessionListOut{}, err
@@ -240,7 +241,7 @@ func (h *Handler) closeSession(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, closedOut{}, err
 	}
-	if err := h.sessions.DeleteSession(ctx, st.caller.Caller, in.SessionID); err != nil {
+	if err := h.sessions.DeleteSession(ctx, st.caller, in.SessionID); err != nil {
 		res, err := h.failure(err)
 		return res, closedOut{}, err
 	}
@@ -255,7 +256,7 @@ func (h *Handler) forkSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	if err != nil {
 		return nil, sessionOut{}, err
 	}
-	sess, files, err := h.sessions.Fork(ctx, st.caller.Caller, in.SessionID)
+	sess, files, err := h.sessions.Fork(ctx, st.caller, in.SessionID)
 	if err != nil {
 		res, err := h.failure(err)
 		return res, sessionOut{}, err
@@ -283,7 +284,7 @@ func (h *Handler) uploadFile(ctx context.Context, req *sdk.CallToolRequest, in u
 		res, err := h.failure(err)
 		return res, fileOut{}, err
 	}
-	f, err := h.sessions.AddFile(ctx, st.caller.Caller, sid, session.BytesUpload(in.Name, data))
+	f, err := h.sessions.AddFile(ctx, st.caller, sid, session.BytesUpload(in.Name, data))
 	if err != nil {
 		res, err := h.failure(err)
 		return res, fileOut{}, err
@@ -306,7 +307,7 @@ func (h *Handler) listFiles(ctx context.Context, req *sdk.CallToolRequest, in li
 	if sid == "" {
 		return textResult("No files: the default session does not exist yet."), out, nil
 	}
-	files, err := h.sessions.Files(ctx, st.caller.Caller, sid)
+	files, err := h.sessions.Files(ctx, st.caller, sid)
 	if err != nil {
 		res, err := h.failure(err)
 		return res, filesOut{}, err
@@ -332,7 +333,7 @@ func (h *Handler) interrupt(ctx context.Context, req *sdk.CallToolRequest, in se
 	if !ok {
 		return toolError("nothing is running in session %s on this connection", in.SessionID), interruptOut{}, nil
 	}
-	if err := h.sessions.Cancel(ctx, st.caller.Caller, id); err != nil {
+	if err := h.sessions.Cancel(ctx, st.caller, id); err != nil {
 		res, err := h.failure(err)
 		return res, interruptOut{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 )
@@ -24,8 +25,8 @@ const (
 
 // runStatuses are the statuses of executions that ran.
 var runStatuses = []string{
-	executor.StatusOK, executor.StatusError, executor.StatusTimeout, executor.StatusOOM,
-	executor.StatusSandboxDied, executor.StatusCancelled,
+	execution.StatusOK, execution.StatusError, execution.StatusTimeout, execution.StatusOOM,
+	execution.StatusSandboxDied, execution.StatusCancelled,
 }
 
 var executionStatuses = append(slices.Clone(runStatuses), StatusUnavailable, StatusRejected, StatusInternal)
@@ -60,7 +61,7 @@ func (m *Metrics) executed(at time.Time, total time.Duration, res *executor.Resu
 			m.stateBytes.Observe(float64(len(res.State)))
 		}
 	}
-	if status != executor.StatusOK {
+	if status != execution.StatusOK {
 		f := Failure{Time: kiln.Timestamp(at), Status: status, Summary: summary, DurationMS: float64(total.Microseconds()) / 1000}
 		if res != nil {
 			f.Sandbox = res.Sandbox
@@ -77,7 +78,7 @@ func classify(res *executor.Result, err error) (status, summary string) {
 		var ke *kiln.Error
 		switch {
 		case errors.Is(err, context.Canceled):
-			return executor.StatusCancelled, "the client went away"
+			return execution.StatusCancelled, "the client went away"
 		case errors.As(err, &ke) && ke.Code == kiln.CodeUnavailable:
 			return StatusUnavailable, ke.Message // kiln's own fixed wording
 		case errors.As(err, &ke):
@@ -90,9 +91,9 @@ func classify(res *executor.Result, err error) (status, summary string) {
 		status = StatusInternal
 	}
 	switch status {
-	case executor.StatusOK:
+	case execution.StatusOK:
 		return status, ""
-	case executor.StatusError:
+	case execution.StatusError:
 		if res.Error == nil {
 			return status, fmt.Sprintf("exit code %d", res.ExitCode)
 		}

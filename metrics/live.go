@@ -47,9 +47,10 @@ var (
 			"died (it died, or its call left it unusable: a kill, out of memory, no answer), discard (its session let it go: "+
 			"a rollback, a state put, a deleted session), shutdown.", []string{"reason"}, nil)
 	descLiveFlushes = prometheus.NewDesc("kiln_live_flushes_total",
-		"Stores of a live session's state after its calls answered (STATE_SAVE_DELAY_MS), by outcome: stored, "+
-			"unchanged (nothing new since the last one), stale (the session's stored state had changed elsewhere: "+
-			"not written back), failed (the session resumes from an older state, which its next answer says).",
+		"Captures of a live session's namespace after its calls answered (STATE_SAVE_DELAY_MS), by outcome: stored "+
+			"(a new state, stored within the delay), unchanged (nothing new since the last one), stale (the session's "+
+			"stored state had changed elsewhere: not written back), failed (the session goes on from the state kiln "+
+			"held before, which its next answer says).",
 		[]string{"outcome"}, nil)
 )
 

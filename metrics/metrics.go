@@ -149,7 +149,8 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
 }
 
-// QuotaRefused implements api.Observer: a request refused for a per-caller quota.
+// QuotaRefused implements api.Observer, and is session.Config.Refused: a request, call
+// or store refused for a per-caller quota.
 func (m *Metrics) QuotaRefused(kind string) {
 	m.quotas.WithLabelValues(kind).Inc()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/pool"
@@ -58,7 +59,7 @@ func TestClassify(t *testing.T) {
 		{"unknown status", &executor.Result{Status: "weird"}, nil, StatusInternal, StatusInternal},
 		{"unavailable", nil, &kiln.Error{Code: kiln.CodeUnavailable, Message: "queue full"}, StatusUnavailable, "queue full"},
 		{"rejected hides the message", nil, kiln.Errorf(kiln.CodeTooLarge, "file %q too big", "secret.txt"), StatusRejected, "refused: too_large"},
-		{"canceled", nil, context.Canceled, executor.StatusCancelled, "the client went away"},
+		{"canceled", nil, context.Canceled, execution.StatusCancelled, "the client went away"},
 		{"internal", nil, errors.New("disk on fire"), StatusInternal, "internal error (see the log)"},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,7 @@ package programmatic
 import (
 	"sync"
 
-	"github.com/kilnsh/kiln/executor"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/session"
 )
 
@@ -12,9 +12,9 @@ import (
 // takes its result (Take).
 type Run struct {
 	id, principal string
-	pauses        chan executor.ToolCalls // the pause the next answer reports
-	names         []string                // its keys in Runs.requests; guarded by Runs.mu
-	done          chan struct{}           // closed when the run is over
+	pauses        chan execution.ToolCalls // the pause the next answer reports
+	names         []string                 // its keys in Runs.requests; guarded by Runs.mu
+	done          chan struct{}            // closed when the run is over
 
 	mu      sync.Mutex
 	res     *session.ExecResult
@@ -25,7 +25,7 @@ type Run struct {
 
 // NewRun returns the run with execution id id, started by principal.
 func NewRun(id, principal string) *Run {
-	return &Run{id: id, principal: principal, pauses: make(chan executor.ToolCalls, 1), done: make(chan struct{})}
+	return &Run{id: id, principal: principal, pauses: make(chan execution.ToolCalls, 1), done: make(chan struct{})}
 }
 
 // ID returns the run's execution id.
@@ -36,10 +36,10 @@ func (run *Run) ID() string { return run.id }
 func (run *Run) Principal() string { return run.principal }
 
 // Pause reports that the run waits on tool calls, for the next request to answer with.
-// It never blocks (it is the executor's session.Request.OnToolCalls): a pause while the
+// It never blocks (it is the run's execution.Request.OnToolCalls): a pause while the
 // last one is still unreported is dropped, and its run times out, as nobody can hold
 // that pause's token.
-func (run *Run) Pause(tc executor.ToolCalls) {
+func (run *Run) Pause(tc execution.ToolCalls) {
 	select {
 	case run.pauses <- tc:
 	default:
@@ -47,7 +47,7 @@ func (run *Run) Pause(tc executor.ToolCalls) {
 }
 
 // Pauses delivers each pause, once, to the request that reports it.
-func (run *Run) Pauses() <-chan executor.ToolCalls { return run.pauses }
+func (run *Run) Pauses() <-chan execution.ToolCalls { return run.pauses }
 
 // Done is closed when the run is over (Finish).
 func (run *Run) Done() <-chan struct{} { return run.done }

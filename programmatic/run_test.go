@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/session"
 )
@@ -11,7 +12,7 @@ import (
 // result returns a result whose release is counted in released.
 func result(t *testing.T, released *int) *session.ExecResult {
 	t.Helper()
-	res := &session.ExecResult{Result: &executor.Result{Status: executor.StatusOK}}
+	res := &session.ExecResult{Result: &executor.Result{Status: execution.StatusOK}}
 	res.SetRelease(func() { *released++ })
 	return res
 }
@@ -32,8 +33,8 @@ func TestRunIdentity(t *testing.T) {
 // still unreported is dropped, without blocking the executor.
 func TestRunPause(t *testing.T) {
 	run := NewRun("exec-1", "alice")
-	run.Pause(executor.ToolCalls{Round: 1, Token: "t1"})
-	run.Pause(executor.ToolCalls{Round: 2, Token: "t2"}) // must not block
+	run.Pause(execution.ToolCalls{Round: 1, Token: "t1"})
+	run.Pause(execution.ToolCalls{Round: 2, Token: "t2"}) // must not block
 	select {
 	case tc := <-run.Pauses():
 		if tc.Round != 1 || tc.Token != "t1" {
@@ -47,7 +48,7 @@ func TestRunPause(t *testing.T) {
 		t.Errorf("a second pause was kept: %+v", tc)
 	default:
 	}
-	run.Pause(executor.ToolCalls{Round: 3, Token: "t3"})
+	run.Pause(execution.ToolCalls{Round: 3, Token: "t3"})
 	if tc := <-run.Pauses(); tc.Round != 3 {
 		t.Errorf("got pause %+v after the first was reported, want round 3", tc)
 	}

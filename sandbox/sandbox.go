@@ -41,7 +41,8 @@ type Sandbox interface {
 
 // Resizer is a Sandbox whose CPU and memory limits can change while it runs (Docker
 // updates a running container's): a call that asks for other resources than the pool's
-// gets its warm sandbox adjusted, not rebuilt.
+// gets its warm sandbox adjusted, not rebuilt. Only a runtime whose Traits say it
+// Resizes has sandboxes whose Resize works.
 type Resizer interface {
 	// Limits are the sandbox's limits now: CPU in thousandths of a core, memory in MB.
 	Limits() (milliCPU, memoryMB int64)
@@ -59,6 +60,8 @@ var ErrImageMissing = errors.New("sandbox image not found")
 type Runtime interface {
 	// Name is the runtime's name in logs and in /health/detailed ("docker", "kubernetes").
 	Name() string
+	// Traits say what its sandboxes are, as it was opened.
+	Traits() Traits
 	// Ping checks that the runtime answers; its error says what to check.
 	Ping(ctx context.Context) error
 	// ImageID returns the id of a sandbox image, or an error saying how to get it; a
@@ -77,6 +80,20 @@ type Runtime interface {
 	RemoveOrphans(ctx context.Context) (int, error)
 	// Close releases the runtime's connections.
 	Close() error
+}
+
+// Traits are what a runtime's sandboxes are, for the layers above that adapt to them:
+// the executor and the session layer (Resizes), the log and /health/detailed
+// (Isolation).
+type Traits struct {
+	// Isolation names what isolates the sandboxes from the host and from each other: the
+	// OCI runtime (runc, runsc) or the Pods' RuntimeClass ("default" for the cluster's).
+	Isolation string
+	// Resizes says a running sandbox's CPU and memory limits change in place: a call that
+	// asks for other limits than a warm or live sandbox has gets that sandbox adjusted.
+	// Without it, such a call gets a sandbox started at its size, and a live sandbox
+	// serves only the calls of its own.
+	Resizes bool
 }
 
 // Found is a sandbox of this instance as its runtime lists it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/protocol"
 	"github.com/kilnsh/kiln/store"
@@ -587,7 +588,7 @@ func equalFiles(a, b []protocol.File) bool {
 func TestExecPassesTheRequestThrough(t *testing.T) {
 	e := newEnv(t, testLimits)
 	req := execReq()
-	req.Lang = executor.LangBash
+	req.Lang = execution.LangBash
 	req.Code = "echo $1"
 	req.Args = []string{"a b", "c"}
 	req.Timeout = 3 * time.Second
@@ -637,7 +638,7 @@ func TestExecHandsTheSandboxBack(t *testing.T) {
 			e := newEnv(t, testLimits)
 			released := 0
 			run := RunnerFunc(func(context.Context, executor.Request) (*executor.Result, error) {
-				res := &executor.Result{Status: executor.StatusOK, Files: []protocol.File{{Path: "out.txt", Content: []byte("x")}}}
+				res := &executor.Result{Status: execution.StatusOK, Files: []protocol.File{{Path: "out.txt", Content: []byte("x")}}}
 				res.SetRelease(func() { released++ })
 				return res, nil
 			})
@@ -675,7 +676,7 @@ func TestExecEvents(t *testing.T) {
 		req.OnStart()
 		req.OnEvent(protocol.Event{Type: protocol.EventOutput, Stream: "stdout", Text: "a\n"})
 		req.OnEvent(protocol.Event{Type: protocol.EventDisplay, Name: "figure-1.png", MIME: "image/png", Data: png})
-		return &executor.Result{Status: executor.StatusOK, Stdout: "a\n", ExecutionID: req.ExecutionID,
+		return &executor.Result{Status: execution.StatusOK, Stdout: "a\n", ExecutionID: req.ExecutionID,
 			Files: []protocol.File{{Path: "figure-1.png", Content: png}, {Path: "out.txt", Content: []byte("o")}}}, nil
 	})
 	svc := New(Config{Store: e.st, Runner: run, Validate: validateCode, Limits: testLimits, Log: slog.New(slog.DiscardHandler)})
@@ -724,7 +725,7 @@ func TestExecRuntimeHintMakesOneSession(t *testing.T) {
 			close(entered)
 			<-gate
 		})
-		return &executor.Result{Status: executor.StatusOK}, nil
+		return &executor.Result{Status: execution.StatusOK}, nil
 	})
 	req := execReq()
 	req.RuntimeHint = "conv-race"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/store"
 )
@@ -127,7 +128,7 @@ func newEnv(t *testing.T, limits Limits) *testEnv {
 	}
 	t.Cleanup(func() { d.Close() })
 	st := &spyStore{Store: d}
-	run := &fakeRunner{result: executor.Result{Status: executor.StatusOK, Stdout: "out\n"}}
+	run := &fakeRunner{result: executor.Result{Status: execution.StatusOK, Stdout: "out\n"}}
 	e := &testEnv{st: st, run: run, dir: dir, checkState: func([]byte) error { return nil }}
 	e.svc = New(Config{
 		Store: st, Runner: run, Validate: validateCode, Limits: limits, Log: slog.New(slog.DiscardHandler),
@@ -241,5 +242,5 @@ func wantCode(t *testing.T, err error, want kiln.Code) {
 
 // execReq returns a valid request that captures state.
 func execReq() ExecRequest {
-	return ExecRequest{Request: executor.Request{Lang: executor.LangPython, Code: "x = 1", CaptureState: true}}
+	return ExecRequest{Request: execution.Request{Lang: execution.LangPython, Code: "x = 1", CaptureState: true}}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/live"
 	"github.com/kilnsh/kiln/protocol"
@@ -72,6 +73,8 @@ func newLiveEnv(t *testing.T) *liveEnv {
 	return e
 }
 
+// exec runs code in the session sid (a new one for ""), and returns once the session's
+// turn is free again: the capture that follows a deferred call has run.
 func (e *liveEnv) exec(t *testing.T, sid, code string) *ExecResult {
 	t.Helper()
 	req := execReq()
@@ -80,7 +83,18 @@ func (e *liveEnv) exec(t *testing.T, sid, code string) *ExecResult {
 	if err != nil {
 		t.Fatalf("Exec %q: %v", code, err)
 	}
+	e.quiet(t, res.Session.ID)
 	return res
+}
+
+// quiet waits until no call or capture of the session holds its turn.
+func (e *liveEnv) quiet(t *testing.T, sid string) {
+	t.Helper()
+	release, _, err := e.svc.turns.acquire(t.Context(), sid, 5*time.Second)
+	if err != nil {
+		t.Fatalf("the session's turn: %v", err)
+	}
+	release()
 }
 
 func (e *liveEnv) releasedIDs() []string {
@@ -160,10 +174,10 @@ func TestLiveSandboxEnds(t *testing.T) {
 		want string
 	}{
 		{"the sandbox died", func(_ executor.Request, r *executor.Result) {
-			r.Status, r.Reusable, r.StateFromRun = executor.StatusOOM, false, false
+			r.Status, r.Reusable, r.StateFromRun = execution.StatusOOM, false, false
 		}, live.EndDied},
 		{"a rollback", func(_ executor.Request, r *executor.Result) {
-			r.Status, r.StateFromRun = executor.StatusError, false
+			r.Status, r.StateFromRun = execution.StatusError, false
 		}, live.EndDiscard},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,8 +207,8 @@ func TestNotLive(t *testing.T) {
 	e := newLiveEnv(t)
 	sid := e.exec(t, "", "x = 1").Session.ID
 	for _, req := range []ExecRequest{
-		{Request: executor.Request{Lang: executor.LangBash, Code: "ls", CaptureState: true}, SessionID: sid},
-		{Request: executor.Request{Lang: executor.LangPython, Code: "y = 2"}, SessionID: sid},
+		{Request: execution.Request{Lang: execution.LangBash, Code: "ls", CaptureState: true}, SessionID: sid},
+		{Request: execution.Request{Lang: execution.LangPython, Code: "y = 2"}, SessionID: sid},
 	} {
 		res, err := e.svc.Exec(t.Context(), alice, req)
 		if err != nil {

@@ -9,8 +9,13 @@ import (
 	"github.com/kilnsh/kiln/store"
 )
 
-// NewSession creates an empty session of the caller's.
+// NewSession creates an empty session of the caller's (a Jupyter kernel's, an MCP
+// client's). A caller whose sessions hold its whole storage quota gets none: a new
+// session could only add to what it stores.
 func (s *Service) NewSession(ctx context.Context, c Caller, entity string) (*store.Session, error) {
+	if err := s.checkRoom(ctx, c); err != nil {
+		return nil, err
+	}
 	return s.newSession(ctx, c, kiln.NewID(), entity)
 }
 
@@ -40,7 +45,7 @@ func (s *Service) Sessions(ctx context.Context, c Caller, offset, limit int) ([]
 // Fork creates a new session of the caller's that holds a copy of another session's
 // state and files, so that the two can go separate ways.
 func (s *Service) Fork(ctx context.Context, c Caller, sid string) (*store.Session, []*store.File, error) {
-	src, err := s.Settle(ctx, c, sid) // a state waiting for its store is stored first: the fork has the newest
+	src, err := s.Stored(ctx, c, sid) // a state waiting for its store is stored first: the fork has the newest
 	if err != nil {
 		return nil, nil, err
 	}

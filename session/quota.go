@@ -49,9 +49,25 @@ func (s *Service) checkQuota(ctx context.Context, c Caller, adding, freed int64)
 	if used-freed+adding <= limit {
 		return nil
 	}
-	return &kiln.Error{Code: kiln.CodeTooLarge, Quota: kiln.QuotaStorage, Message: fmt.Sprintf(
+	return s.refuse(&kiln.Error{Code: kiln.CodeTooLarge, Quota: kiln.QuotaStorage, Message: fmt.Sprintf(
 		"storage quota exceeded: QUOTA_STORAGE_MB is %s for each caller, which stores %s already and would add %s; delete files or sessions to make room",
-		mb(limit), mb(used), mb(adding-freed))}
+		mb(limit), mb(used), mb(adding-freed))})
+}
+
+// checkRoom refuses a new session to a caller whose stored bytes have reached
+// Limits.MaxStoredBytes.
+func (s *Service) checkRoom(ctx context.Context, c Caller) error {
+	limit := s.limits.MaxStoredBytes
+	if limit <= 0 {
+		return nil
+	}
+	used, err := s.storedBytes(ctx, c)
+	if err != nil || used < limit {
+		return err
+	}
+	return s.refuse(&kiln.Error{Code: kiln.CodeTooLarge, Quota: kiln.QuotaStorage, Message: fmt.Sprintf(
+		"storage quota reached: QUOTA_STORAGE_MB is %s for each caller, which stores %s already; delete files or sessions before starting another",
+		mb(limit), mb(used))})
 }
 
 // mb writes a byte count in MB, as the quota is set.

@@ -2,8 +2,13 @@ package session
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/kilnsh/kiln"
+	"github.com/kilnsh/kiln/store"
 )
 
 // turns lets one call of a session run at a time: the others wait, in the order they
@@ -74,4 +79,54 @@ func (t *turns) waiting() int {
 		n += tu.refs
 	}
 	return n
+}
+
+// errTurnTimeout is a call that waited its session's turn for the whole queue timeout.
+var errTurnTimeout = errors.New("the session's turn did not come")
+
+// withTurn runs fn in the turn of the caller's session sid, with the session as it is once
+// the turn came: what one call of it at a time may do (delete it, replace its state). A
+// session that is gone is a not-found error; one deleted while fn waited, errGone.
+func (s *Service) withTurn(ctx context.Context, c Caller, sid string, fn func(*store.Session) error) error {
+	sess, err := s.Session(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	sess, release, err := s.turn(ctx, c, sess)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if sess == nil {
+		return errGone
+	}
+	return fn(sess)
+}
+
+// errGone is a session deleted while a call waited for its turn: not found.
+var errGone = errNotFound("session")
+
+// turn waits for the session's turn. A call that had to wait reads the session again: the
+// call before it may have changed it, or deleted it (then this call makes a new one).
+func (s *Service) turn(ctx context.Context, c Caller, sess *store.Session) (*store.Session, func(), error) {
+	release, waited, err := s.turns.acquire(ctx, sess.ID, s.turnWait)
+	if errors.Is(err, errTurnTimeout) {
+		return nil, nil, &kiln.Error{Code: kiln.CodeBusy, RetryAfter: s.retryAfter, Message: fmt.Sprintf(
+			"session %s is busy: another call of it ran for the whole queue timeout; retry later", sess.ID)}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if waited {
+		again, err := s.Session(ctx, c, sess.ID)
+		if kiln.ErrorCode(err) == kiln.CodeNotFound {
+			return nil, release, nil
+		}
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		sess = again
+	}
+	return sess, release, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnsh/kiln/api"
 	"github.com/kilnsh/kiln/egress"
+	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
 	"github.com/kilnsh/kiln/health"
 	"github.com/kilnsh/kiln/jupyter"
@@ -44,6 +45,8 @@ type Main struct {
 	// liveRef is live for the runtime's goroutines, which start before it is made.
 	liveRef atomic.Pointer[session.Live]
 	store   store.Store
+	// redis is the store when REDIS_URL is set: the replica directory shares its client.
+	redis *store.Redis
 	// directory is where replicas find each other; nil for a lone kiln.
 	directory *replica.Directory
 	bg        sync.WaitGroup     // background loops: the session sweeper, the reaper
@@ -84,6 +87,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.runtime = rt
+	traits := rt.Traits()
+	limits.Resizable = traits.Resizes
 	if err := rt.Ping(pctx); err != nil {
 		return err
 	}
@@ -154,12 +159,16 @@ func (m *Main) Run(ctx context.Context) error {
 		TurnWait:   time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
 		RetryAfter: limits.RetryAfter,
 		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
-			MaxStoredBytes: cfg.QuotaStorageMB << 20,
-			FixedSize:      !limits.Resizable, DefaultMilliCPU: limits.DefaultMilliCPU, DefaultMemoryMB: limits.DefaultMemoryMB},
+			MaxStoredBytes: cfg.QuotaStorageMB << 20, MaxConcurrent: cfg.MaxConcurrentPerKey,
+			FixedSize: !limits.Resizable, DefaultMilliCPU: limits.DefaultMilliCPU, DefaultMemoryMB: limits.DefaultMemoryMB},
 		Log:             m.log,
 		StateSaveDelay:  time.Duration(cfg.StateSaveDelayMS) * time.Millisecond,
-		RollbackOnError: cfg.StateOnError == executor.OnErrorRollback,
+		RollbackOnError: cfg.StateOnError == execution.OnErrorRollback,
 		Capture:         m.exec,
+		Refused:         met.QuotaRefused,
+		// The captures waiting for their store, all sessions together: four states at
+		// their cap, and at least 256 MB, before a capture is stored in its turn.
+		PendingMaxBytes: max(256, 4*cfg.StateMaxSizeMB) << 20,
 	})
 	m.sessions = sessions
 	keys := api.NewKeys(cfg.APIKeys)
@@ -175,24 +184,26 @@ func (m *Main) Run(ctx context.Context) error {
 	if !keys.Enabled() && tokens == nil {
 		m.log.Warn("no API_KEYS and no JWT keys configured: authentication is off; anyone who reaches this port can run code")
 	}
-	if cfg.SandboxRuntime == "runsc" && cfg.SandboxMemoryMB < 512 {
-		// gVisor's own kernel and the tmpfs it holds count against the limit: below
-		// the default, a run that forks can take the whole sandbox down.
-		m.log.Warn("SANDBOX_MEMORY_MB is below 512 under gVisor; see docs/security.md", "memory_mb", cfg.SandboxMemoryMB)
+	if least := runtimes[cfg.Runtime].minMemoryMB(cfg); cfg.SandboxMemoryMB < least {
+		m.log.Warn("SANDBOX_MEMORY_MB is below what this runtime's sandboxes need; see docs/security.md",
+			"memory_mb", cfg.SandboxMemoryMB, "least_mb", least, "runtime", traits.Isolation)
 	}
 	m.mcp = mcp.New(mcp.Config{
-		Sessions: sessions,
-		Caller: func(r *http.Request) mcp.Caller {
-			return mcp.Caller{Caller: api.CallerFrom(r.Context()), Acquire: api.RunSlots(r.Context())}
-		},
+		Sessions:    sessions,
+		Caller:      func(r *http.Request) session.Caller { return api.CallerFrom(r.Context()) },
 		Log:         m.log,
 		IdleTimeout: time.Duration(cfg.MCPIdleMinutes) * time.Minute,
 	})
 	m.jupyter = jupyter.New(jupyter.Config{
-		Sessions:    sessions,
-		Caller:      func(r *http.Request) session.Caller { return api.CallerFrom(r.Context()) },
-		Log:         m.log,
-		CellTimeout: time.Duration(cfg.MaxTimeoutMS) * time.Millisecond,
+		Sessions:       sessions,
+		Caller:         api.CallerOf,
+		Log:            m.log,
+		CellTimeout:    time.Duration(cfg.MaxTimeoutMS) * time.Millisecond,
+		MaxKernels:     cfg.JupyterMaxKernels,
+		MaxConnections: cfg.JupyterMaxConnections,
+		MaxQueuedBytes: cfg.JupyterMaxQueuedMB << 20,
+		// A cell's code at its limit, with room for the message around it.
+		MaxCellBytes: int64(cfg.MaxCodeKB)<<10 + 1<<20,
 	})
 	profiles, _ := api.ParseProfiles(cfg.ExecutionProfiles) // checked by Validate
 	handler := api.New(api.Config{
@@ -203,11 +214,12 @@ func (m *Main) Run(ctx context.Context) error {
 		Sessions:   sessions,
 		Health: &health.Checker{
 			Runtime: rt, Pool: m.pools, Executor: m.exec, Live: liveHealth,
-			Image: specs[0].Image, Images: poolImages(specs), Isolation: runtimeName(cfg), Repl: cfg.ReplEnabled,
+			Image: specs[0].Image, Images: poolImages(specs), Isolation: traits.Isolation, Repl: cfg.ReplEnabled,
 			Store: m.storeKind(), Auth: keys.Enabled() || tokens != nil,
 		},
 		Log:                m.log,
-		Limits:             limits,
+		MaxFileBytes:       limits.MaxFileBytes,
+		MaxStateBytes:      limits.MaxStateBytes,
 		MaxBodyBytes:       maxBodyBytes(limits),
 		MaxUploadBytes:     cfg.MaxUploadMB << 20,
 		SpoolDir:           spoolDir(cfg.DataDir),
@@ -215,7 +227,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Observer:           met,
 		Metrics:            met.Handler(),
 		Stats:              met,
-		RateLimit:          api.RateLimit{PerMinute: cfg.RateLimitPerMinute, Concurrent: cfg.MaxConcurrentPerKey},
+		RateLimit:          api.RateLimit{PerMinute: cfg.RateLimitPerMinute},
 		MCP:                m.mcp,
 		Jupyter:            m.jupyter,
 		Replicas:           m.replicas(),
@@ -255,7 +267,7 @@ func (m *Main) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	go func() { m.served <- m.server.Serve(ln) }()
-	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "sandboxes", cfg.Runtime, "runtime", runtimeName(cfg), "instance", cfg.InstanceID)
+	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "sandboxes", cfg.Runtime, "runtime", traits.Isolation, "instance", cfg.InstanceID)
 	return nil
 }
 
@@ -303,7 +315,9 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			// MCP sessions hold event streams open; ending them lets Shutdown finish.
 			m.mcp.Close()
-			m.jupyter.Close()
+			if err := m.jupyter.Close(sctx); err != nil {
+				m.log.Warn("grace period over with Jupyter cells still running", "err", err)
+			}
 			if err := m.server.Shutdown(sctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 				_ = m.server.Close()
@@ -381,7 +395,7 @@ func (m *Main) openStore(ctx context.Context) error {
 			st.WithObjects(bucket, m.log)
 			m.log.Info("file contents and state blobs in the bucket", "endpoint", m.cfg.S3Endpoint, "bucket", m.cfg.S3Bucket)
 		}
-		m.store = st
+		m.store, m.redis = st, st
 	} else {
 		st, err := store.OpenDisk(m.cfg.DataDir, ttl)
 		if err != nil {
@@ -404,11 +418,10 @@ const (
 // announces itself in the shared Redis until Close withdraws it.
 func (m *Main) replicas() replica.Config {
 	cfg := m.cfg
-	rs, ok := m.store.(*store.Redis)
-	if cfg.AdvertiseURL == "" || !ok {
+	if cfg.AdvertiseURL == "" || m.redis == nil {
 		return replica.Config{}
 	}
-	client, prefix := rs.Client()
+	client, prefix := m.redis.Client()
 	m.directory = replica.NewDirectory(client, prefix, cfg.InstanceID, strings.TrimSuffix(cfg.AdvertiseURL, "/"))
 	announce := func(ctx context.Context) {
 		if err := m.directory.Announce(ctx, announceTTL); err != nil {
@@ -517,7 +530,7 @@ func (m *Main) limits() executor.Limits {
 		InterruptGrace:  time.Duration(c.InterruptGraceMS) * time.Millisecond,
 		Figures:         c.AutoFigures,
 		RetryAfter:      max(1, int(c.QueueTimeoutSeconds/2)),
-		RollbackOnError: c.StateOnError == executor.OnErrorRollback,
+		RollbackOnError: c.StateOnError == execution.OnErrorRollback,
 
 		MaxTools:           c.MaxTools,
 		MaxToolCallBytes:   c.MaxToolCallBytes,
@@ -530,9 +543,6 @@ func (m *Main) limits() executor.Limits {
 		DefaultMemoryMB: c.SandboxMemoryMB,
 		MaxMemoryMB:     c.MaxSandboxMemoryMB,
 		ExtraMemoryMB:   c.warmHeapMB(),
-		// Docker updates a running container's limits; gVisor's sandboxes and Pods are
-		// not resized here: a request of its own size gets a sandbox started for it.
-		Resizable: c.Runtime == RuntimeDocker && c.SandboxRuntime != "runsc",
 	}
 }
 
@@ -552,20 +562,6 @@ func frameLimits(l executor.Limits, dataBytes int64) sandbox.FrameLimits {
 // base64 they grow by a third) plus room for the JSON around them.
 func maxBodyBytes(l executor.Limits) int64 {
 	return int64(l.MaxCodeBytes) + (l.MaxStateBytes+l.MaxFileBytes)*4/3 + 1<<20
-}
-
-// runtimeName is what isolates sandboxes, for the log and /health/detailed: Docker's OCI
-// runtime (runc or runsc), or the Pods' RuntimeClass ("default" for the cluster's).
-func runtimeName(c Config) string {
-	switch {
-	case c.Runtime == RuntimeKubernetes && c.KubeRuntimeClass == "":
-		return "default"
-	case c.Runtime == RuntimeKubernetes:
-		return c.KubeRuntimeClass
-	case c.SandboxRuntime == "":
-		return "runc"
-	}
-	return c.SandboxRuntime
 }
 
 // spoolDir is where uploads wait for the store: on the data volume (a container's /tmp

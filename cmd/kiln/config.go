@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,6 +170,11 @@ type Config struct {
 	MaxConcurrentPerKey int `envconfig:"MAX_CONCURRENT_PER_KEY" default:"0"`
 	// MCPIdleMinutes closes an MCP session (/mcp) that has seen no request for so long.
 	MCPIdleMinutes int `envconfig:"MCP_IDLE_MINUTES" default:"30"`
+	// The Jupyter layer's bounds (/jupyter): kernels one caller holds, WebSockets open on
+	// one kernel, and the cells one connection may have queued, in MB.
+	JupyterMaxKernels     int   `envconfig:"JUPYTER_MAX_KERNELS" default:"16"`
+	JupyterMaxConnections int   `envconfig:"JUPYTER_MAX_CONNECTIONS" default:"8"`
+	JupyterMaxQueuedMB    int64 `envconfig:"JUPYTER_MAX_QUEUED_MB" default:"16"`
 
 	EgressConfig
 	egress *egressSetup // parsed from EgressConfig by LoadConfig
@@ -206,11 +212,8 @@ func LoadConfig() (Config, error) {
 	}
 	c.derive()
 	if c.LiveSessionsMax == 0 {
-		c.LiveSessionsMax = c.derivedLiveMax(hostMemoryMB())
-		if c.Runtime == RuntimeKubernetes {
-			// The sandboxes live on the cluster's nodes, whose room kiln cannot see.
-			c.LiveSessionsMax = kubeLiveMax
-		}
+		// A runtime whose sandboxes live elsewhere (a cluster's nodes) says how many.
+		c.LiveSessionsMax = cmp.Or(runtimes[c.Runtime].liveMax, c.derivedLiveMax(hostMemoryMB()))
 	}
 	return c, c.Validate()
 }
@@ -374,28 +377,18 @@ func (c Config) Validate() error {
 	}
 	check(c.RateLimitPerMinute >= 0, "RATE_LIMIT_PER_MINUTE must not be negative (0 turns it off), got %d", c.RateLimitPerMinute)
 	check(c.MCPIdleMinutes >= 1, "MCP_IDLE_MINUTES must be at least 1, got %d", c.MCPIdleMinutes)
+	check(c.JupyterMaxKernels >= 1, "JUPYTER_MAX_KERNELS must be at least 1, got %d", c.JupyterMaxKernels)
+	check(c.JupyterMaxConnections >= 1, "JUPYTER_MAX_CONNECTIONS must be at least 1, got %d", c.JupyterMaxConnections)
+	check(c.JupyterMaxQueuedMB >= 1, "JUPYTER_MAX_QUEUED_MB must be at least 1, got %d", c.JupyterMaxQueuedMB)
 	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
 	if _, err := c.PoolSpecs(); err != nil {
 		errs = append(errs, err)
 	}
-	check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == "runsc", "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
 	_, known := runtimes[c.Runtime]
 	check(known, "RUNTIME must be one of %s, got %q", strings.Join(slices.Sorted(maps.Keys(runtimes)), ", "), c.Runtime)
-	if c.Runtime == RuntimeKubernetes {
-		check(c.ReplEnabled, "REPL_ENABLED=false is not supported with RUNTIME=kubernetes: sandbox Pods always run the warm REPL")
-		check(c.SandboxRuntime == "", "SANDBOX_RUNTIME is Docker's; with RUNTIME=kubernetes, name a RuntimeClass in KUBE_RUNTIME_CLASS (gVisor's, say)")
-		check(slices.Contains([]string{"Always", "IfNotPresent", "Never"}, c.KubeImagePullPolicy), "KUBE_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got %q", c.KubeImagePullPolicy)
-		check(c.KubeNetworkPolicy != "", "KUBE_NETWORK_POLICY must name the NetworkPolicy that closes the sandboxes' network")
-		check(c.KubeEphemeralMB >= 0, "KUBE_SANDBOX_EPHEMERAL_MB must not be negative, got %d", c.KubeEphemeralMB)
-		check(c.KubeCPURequest > 0 && c.KubeCPURequest <= c.SandboxCPUs, "KUBE_SANDBOX_CPU_REQUEST must be above 0 and at most SANDBOX_CPUS (%g), got %g", c.SandboxCPUs, c.KubeCPURequest)
-		if _, err := parseSelector(c.KubeNodeSelector); err != nil {
-			errs = append(errs, err)
-		}
-	} else {
-		// Named, it means "my sandboxes go when I do": silently ignored, it would promise
-		// a cleanup that never happens.
-		check(c.KubeOwnerPod == "", "KUBE_OWNER_POD is Kubernetes' (RUNTIME=kubernetes); Docker's sandboxes of a kiln that is gone are removed by the next kiln of its INSTANCE_ID")
+	if rt, ok := runtimes[c.Runtime]; ok {
+		rt.validate(c, check)
 	}
 	var lvl slog.Level
 	check(lvl.UnmarshalText([]byte(c.LogLevel)) == nil, "LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)

@@ -214,6 +214,13 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown RUNTIME", func(c *Config) { c.Runtime = "firecracker" }, `RUNTIME must be one of docker, kubernetes, got "firecracker"`},
 		{"runc", func(c *Config) { c.SandboxRuntime = "runc" }, ""},
 		{"runsc", func(c *Config) { c.SandboxRuntime = "runsc" }, ""},
+		{"kubernetes", onKube(func(*Config) {}), ""},
+		{"kubernetes with SANDBOX_RUNTIME", onKube(func(c *Config) { c.SandboxRuntime = "runsc" }), "SANDBOX_RUNTIME is Docker's"},
+		{"kubernetes without its NetworkPolicy", onKube(func(c *Config) { c.KubeNetworkPolicy = "" }), "KUBE_NETWORK_POLICY must name"},
+		{"kubernetes, a pull policy", onKube(func(c *Config) { c.KubeImagePullPolicy = "Sometimes" }), "KUBE_IMAGE_PULL_POLICY must be Always"},
+		{"kubernetes, a node selector", onKube(func(c *Config) { c.KubeNodeSelector = "zone" }), `KUBE_NODE_SELECTOR: "zone" is not key=value`},
+		{"kubernetes, no REPL", onKube(func(c *Config) { c.ReplEnabled = false }), "REPL_ENABLED=false is not supported with RUNTIME=kubernetes"},
+		{"KUBE_OWNER_POD on Docker", func(c *Config) { c.KubeOwnerPod = "kiln-0" }, "KUBE_OWNER_POD is Kubernetes'"},
 		{"bad log level", func(c *Config) { c.LogLevel = "verbose" }, `LOG_LEVEL must be debug, info, warn or error, got "verbose"`},
 		{"log level debug", func(c *Config) { c.LogLevel = "debug" }, ""},
 		{"log level WARN", func(c *Config) { c.LogLevel = "WARN" }, ""},
@@ -438,5 +445,14 @@ func TestSpoolDirectory(t *testing.T) {
 	}
 	if err := makeSpool(""); err != nil {
 		t.Errorf("no DATA_DIR (the system's temporary directory): %v", err)
+	}
+}
+
+// onKube is a Validate case's edit on a valid Kubernetes configuration.
+func onKube(edit func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Runtime, c.ReplEnabled, c.KubeImagePullPolicy, c.KubeNetworkPolicy = RuntimeKubernetes, true, "IfNotPresent", "kiln-sandboxes"
+		c.KubeCPURequest = min(0.25, c.SandboxCPUs)
+		edit(c)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,25 +28,75 @@ const kubeLiveMax = 32
 // is in o, what only this one needs it reads from c.
 type opener func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error)
 
+// gVisor is Docker's OCI runtime for gVisor (SANDBOX_RUNTIME).
+const gVisor = "runsc"
+
+// checker records a failed check of the configuration (Config.Validate).
+type checker func(ok bool, format string, args ...any)
+
+// runtimeKind is one sandbox runtime: how kiln opens it, and what cmd must know of it
+// before it is open (the defaults and checks of the configuration). What it is once
+// open, it says itself (sandbox.Runtime.Traits).
+type runtimeKind struct {
+	open opener
+	// liveMax is LIVE_SESSIONS_MAX when unset; 0 derives it from this host's memory, which
+	// holds the sandboxes.
+	liveMax int
+	// minMemoryMB is the SANDBOX_MEMORY_MB below which kiln warns at start; 0 for none.
+	minMemoryMB func(c Config) int64
+	// validate checks the settings only this runtime reads, and that others' are unset.
+	validate func(c Config, check checker)
+}
+
 // runtimes are the sandbox runtimes kiln can run on, by the value of RUNTIME. A runtime
 // is added here and nowhere else: above this table kiln knows only sandbox.Runtime.
-var runtimes = map[string]opener{
-	RuntimeDocker: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
-		return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime, SocketDir: c.socketDir(), NoEgressPort: !c.SandboxPort}))
+var runtimes = map[string]runtimeKind{
+	RuntimeDocker: {
+		open: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
+			return opened(docker.Open(ctx, o, docker.Config{OCIRuntime: c.SandboxRuntime, SocketDir: c.socketDir(), NoEgressPort: !c.SandboxPort}))
+		},
+		// gVisor's own kernel and the tmpfs it holds count against the limit: below the
+		// default, a run that forks can take the whole sandbox down.
+		minMemoryMB: func(c Config) int64 {
+			if c.SandboxRuntime == gVisor {
+				return 512
+			}
+			return 0
+		},
+		validate: func(c Config, check checker) {
+			check(c.SandboxRuntime == "" || c.SandboxRuntime == "runc" || c.SandboxRuntime == gVisor, "SANDBOX_RUNTIME must be empty, runc or runsc, got %q", c.SandboxRuntime)
+			// Named, it means "my sandboxes go when I do": silently ignored, it would
+			// promise a cleanup that never happens.
+			check(c.KubeOwnerPod == "", "KUBE_OWNER_POD is Kubernetes' (RUNTIME=kubernetes); Docker's sandboxes of a kiln that is gone are removed by the next kiln of its INSTANCE_ID")
+		},
 	},
-	RuntimeKubernetes: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
-		selector, _ := parseSelector(c.KubeNodeSelector) // checked by Validate
-		return opened(kube.Open(ctx, o, kube.Config{
-			Namespace:         c.KubeNamespace,
-			OwnerPod:          c.KubeOwnerPod,
-			NetworkPolicy:     c.KubeNetworkPolicy,
-			RequireRestricted: c.KubeRequireRestricted,
-			PullPolicy:        corev1.PullPolicy(c.KubeImagePullPolicy),
-			RuntimeClass:      c.KubeRuntimeClass,
-			MilliCPURequest:   int64(c.KubeCPURequest * 1000),
-			EphemeralMB:       c.KubeEphemeralMB,
-			NodeSelector:      selector,
-		}))
+	RuntimeKubernetes: {
+		open: func(ctx context.Context, c Config, o sandbox.Options) (sandbox.Runtime, error) {
+			selector, _ := parseSelector(c.KubeNodeSelector) // checked by Validate
+			return opened(kube.Open(ctx, o, kube.Config{
+				Namespace:         c.KubeNamespace,
+				OwnerPod:          c.KubeOwnerPod,
+				NetworkPolicy:     c.KubeNetworkPolicy,
+				RequireRestricted: c.KubeRequireRestricted,
+				PullPolicy:        corev1.PullPolicy(c.KubeImagePullPolicy),
+				RuntimeClass:      c.KubeRuntimeClass,
+				MilliCPURequest:   int64(c.KubeCPURequest * 1000),
+				EphemeralMB:       c.KubeEphemeralMB,
+				NodeSelector:      selector,
+			}))
+		},
+		liveMax:     kubeLiveMax,
+		minMemoryMB: func(Config) int64 { return 0 },
+		validate: func(c Config, check checker) {
+			check(c.ReplEnabled, "REPL_ENABLED=false is not supported with RUNTIME=kubernetes: sandbox Pods always run the warm REPL")
+			check(c.SandboxRuntime == "", "SANDBOX_RUNTIME is Docker's; with RUNTIME=kubernetes, name a RuntimeClass in KUBE_RUNTIME_CLASS (gVisor's, say)")
+			check(slices.Contains([]string{"Always", "IfNotPresent", "Never"}, c.KubeImagePullPolicy), "KUBE_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got %q", c.KubeImagePullPolicy)
+			check(c.KubeNetworkPolicy != "", "KUBE_NETWORK_POLICY must name the NetworkPolicy that closes the sandboxes' network")
+			check(c.KubeEphemeralMB >= 0, "KUBE_SANDBOX_EPHEMERAL_MB must not be negative, got %d", c.KubeEphemeralMB)
+			check(c.KubeCPURequest > 0 && c.KubeCPURequest <= c.SandboxCPUs, "KUBE_SANDBOX_CPU_REQUEST must be above 0 and at most SANDBOX_CPUS (%g), got %g", c.SandboxCPUs, c.KubeCPURequest)
+			_, err := parseSelector(c.KubeNodeSelector)
+			check(err == nil, "%v", err)
+		},
 	},
 }
 
@@ -60,11 +111,11 @@ func opened[R sandbox.Runtime](rt R, err error) (sandbox.Runtime, error) {
 
 // newRuntime opens the runtime cfg names.
 func (m *Main) newRuntime(ctx context.Context, frames sandbox.FrameLimits) (sandbox.Runtime, error) {
-	open, ok := runtimes[m.cfg.Runtime]
+	rt, ok := runtimes[m.cfg.Runtime]
 	if !ok {
 		return nil, fmt.Errorf("RUNTIME %q is not a sandbox runtime", m.cfg.Runtime)
 	}
-	return open(ctx, m.cfg, sandbox.Options{
+	return rt.open(ctx, m.cfg, sandbox.Options{
 		Instance: m.cfg.InstanceID,
 		Frames:   frames,
 		Log:      m.log,

@@ -24,6 +24,8 @@ type Harness struct {
 	// Lang is the language of Code, one the REPL lists; "python" by default.
 	Lang string
 	Code Code
+	// Traits are what the runtime must say it is.
+	Traits sandbox.Traits
 	// MissingImage, when set, names an image the runtime does not have: ImageID must
 	// fail for it. A runtime that cannot tell (a cluster) leaves it empty.
 	MissingImage string
@@ -106,6 +108,37 @@ func (c *contract) ping(t *testing.T) {
 	}
 	if c.rt.Name() == "" {
 		t.Error("Name: got \"\", want the runtime's name")
+	}
+}
+
+// traits checks that the runtime says what it is, and that a runtime that says it
+// resizes running sandboxes does: a call of another size counts on it.
+func (c *contract) traits(t *testing.T, sb sandbox.Sandbox) {
+	got := c.rt.Traits()
+	if got != c.h.Traits {
+		t.Errorf("Traits: got %+v, want %+v", got, c.h.Traits)
+	}
+	if !got.Resizes {
+		return
+	}
+	r, ok := sb.(sandbox.Resizer)
+	if !ok {
+		t.Fatalf("a sandbox of a runtime that resizes is not a sandbox.Resizer: %T", sb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cpu, mb := r.Limits()
+	if err := r.Resize(ctx, cpu, mb+64); err != nil {
+		t.Fatalf("Resize to %d MB: %v", mb+64, err)
+	}
+	if gotCPU, gotMB := r.Limits(); gotCPU != cpu || gotMB != mb+64 {
+		t.Errorf("Limits after Resize: %d, %d MB; want %d, %d MB", gotCPU, gotMB, cpu, mb+64)
+	}
+	if err := r.Resize(ctx, cpu, mb); err != nil {
+		t.Errorf("Resize back to %d MB: %v", mb, err)
+	}
+	if resp := c.exec(t, sb, c.h.Code.Print); resp.Status != protocol.StatusOK {
+		t.Errorf("a request after Resize: status %s (error %s)", resp.Status, str(resp.Error))
 	}
 }
 
@@ -193,6 +226,7 @@ func (c *contract) lifecycle(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Traits", func(t *testing.T) { c.traits(t, sb) })
 	t.Run("REPLPing", func(t *testing.T) { c.replPing(t, sb) })
 	t.Run("Interrupt", func(t *testing.T) { c.interrupt(t, sb) })
 	t.Run("Exit", func(t *testing.T) { c.exit(t, sb) })

@@ -73,6 +73,9 @@ type Counts struct {
 // Name returns "fake".
 func (f *Fake) Name() string { return "fake" }
 
+// Traits say the fake's sandboxes are isolated by nothing, and do not resize.
+func (f *Fake) Traits() sandbox.Traits { return sandbox.Traits{Isolation: "none"} }
+
 // Ping answers at once.
 func (f *Fake) Ping(context.Context) error { return nil }
 

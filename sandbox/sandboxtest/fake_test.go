@@ -39,6 +39,7 @@ func TestContract(t *testing.T) {
 				},
 				Spec:         sandbox.Spec{Image: "kiln-fake", MemoryMB: 64},
 				Code:         fakeCode,
+				Traits:       sandbox.Traits{Isolation: "none"},
 				MissingImage: "kiln-missing",
 				Settle:       5 * time.Second,
 			})

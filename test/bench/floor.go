@@ -240,8 +240,8 @@ func (b *bench) floorPhase(ctx context.Context, res *Results) {
 // quietGap is how long the floor's machine idles before each request that stands for one
 // of kiln's rows paced quiet (each call once the pool is full and idle, so about a
 // warm-up after the last): a request to an idle machine costs more than one sent right
-// after another. Sent back to back, the bare first print(1) took 1.36 and 1.72 ms at the
-// median; 1.5 s apart, 1.90 and 1.92 (12 each, taking turns, 2026-11-29 10:55Z).
+// after another (a bare first print(1) took about a third longer 1.5 s apart than back to
+// back).
 const quietGap = 1500 * time.Millisecond
 
 // quietApart and quietNote say so in the floor rows' notes and the ratios' bases.

@@ -35,8 +35,8 @@ func liveRequest(code string) *protocol.Request {
 }
 
 // pendingRequest is the request kiln sends for a call in the session's live sandbox
-// while STATE_SAVE_DELAY_MS is on (the default): nothing captured, the state is stored
-// by a flush once the session has had no call for the delay, outside the answer's time.
+// while STATE_SAVE_DELAY_MS is on (the default): nothing captured in the call; the
+// namespace is captured right after the answer, outside the answer's time.
 func pendingRequest(code string) *protocol.Request {
 	return &protocol.Request{ID: "floor-live", Op: protocol.OpExec, Lang: "python", Code: code, TimeoutMS: 30000,
 		Live: true, Figures: true, Limits: kilnLimits}

@@ -8,13 +8,16 @@ import (
 	"strings"
 )
 
-// Issue 35's two figures for a session that holds real state: a live print(1) in a
-// session holding a 1M-row DataFrame with a string column and 32 MB of floats (48 MB of
-// state) against the live print(1) of a session holding nothing, and the sandbox's
+// The figures for a session that holds real state: a live print(1) in a session holding
+// a 1M-row DataFrame with a string column and 32 MB of floats (48 MB of state) against
+// the live print(1) of a session holding nothing, with the capture that follows each
+// answer (issues 35 and 42); the same calls back to back, each waiting for the last one's
+// capture (no target: what durability costs a machine-paced client); and the sandbox's
 // peak memory while that state is captured against the memory the session holds.
 const (
-	heldRow    = "live session holding 48 MB (1M-row DataFrame, 32 MB of floats): print(1), c=1"
-	heldTarget = 1.5
+	heldRow        = "live session holding 48 MB (1M-row DataFrame, 32 MB of floats): print(1), c=1"
+	heldBackToBack = "live session holding 48 MB: print(1) back to back (each waits for the last one's capture), c=1"
+	heldTarget     = 1.5
 	// captureMemoryTarget bounds the REPL's peak RSS during a capture of the state
 	// against its RSS before it.
 	captureMemoryTarget = 1.5
@@ -50,9 +53,13 @@ func heldPhase(ctx context.Context, k *client, n int, res *Results) {
 		return
 	}
 	s, cpuMS := liveRow(ctx, k, heldRow, sid, "print(1)", "1", n,
-		"the session's state is stored (its first call); calls after it, each in the sandbox that served the last, each once the pool is full and idle")
+		"the session's state is stored (its first call); calls after it, each in the sandbox that served the last, each "+
+			quietApart+" once the pool is full and idle; each answer is followed by a capture of the namespace")
 	res.Latency = append(res.Latency, s)
 	res.Resources.CPUPerRequestMS["live print(1) holding 48 MB"] = cpuMS
+	s, _ = backToBackRow(ctx, k, heldBackToBack, sid, "print(1)", "1", n,
+		"each sent as soon as the last answered: it waits for the capture that follows that answer")
+	res.Latency = append(res.Latency, s)
 	res.pairs = append(res.pairs, pair{row: heldRow, floor: livePrintRow, kiln: true, target: heldTarget,
 		basis: "kiln's live print(1) in a session holding nothing, the same run"})
 	m := &CaptureMemory{Code: "the session above: " + strings.ReplaceAll(realFrameCode, "\n", "; "), Target: captureMemoryTarget}

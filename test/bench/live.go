@@ -16,8 +16,13 @@ import (
 // exchanges on one bare sandbox (floorlive.go).
 const (
 	livePrintRow = "live session: print(1), c=1"
+	plainRow     = "live session: print(1) as plain Python (\"ipython\": false), c=1"
 	cellsRow     = "live session: 50 small calls one after the other"
 )
+
+// ipythonTarget bounds a live print(1) read as IPython reads it (the default) against the
+// same call as plain Python, in the same run (issue 43).
+const ipythonTarget = 1.2
 
 // cellsTarget is the issue's bound on the small calls' wall time against one
 // interpreter's; the other live rows have ratioTarget.
@@ -61,12 +66,21 @@ func livePhase(ctx context.Context, k *client, c counts, res *Results) {
 		res.Latency = append(res.Latency, summarize(livePrintRow, nil, 1, "setup failed: "+err.Error()))
 	} else {
 		s, cpuMS := liveRow(ctx, k, livePrintRow, sid, "print(1)", "1", c.liveCalls,
-			"calls after the session's first, each in the sandbox that served the last (runtime_status reused), each once the pool is full and idle")
+			"calls after the session's first, each in the sandbox that served the last (runtime_status reused), each "+quietApart+" once the pool is full and idle")
 		res.Latency = append(res.Latency, s)
 		res.Resources.CPUPerRequestMS["live print(1)"] = cpuMS
 	}
 	res.pairs = append(res.pairs, pair{row: livePrintRow, floor: livePrintFloor, target: ratioTarget,
 		basis: "the same live print(1), " + quietApart + " on one bare sandbox that served its session's first call"})
+	if sid, err := newSession(ctx, k, "print(1)", "1"); err != nil {
+		res.Latency = append(res.Latency, summarize(plainRow, nil, 1, "setup failed: "+err.Error()))
+	} else {
+		s, _ := liveRowWith(ctx, k, plainRow, sid, map[string]any{"code": "print(1)", "ipython": false}, "1", c.liveCalls,
+			"as the row above, with IPython's transformations and history off")
+		res.Latency = append(res.Latency, s)
+	}
+	res.pairs = append(res.pairs, pair{row: livePrintRow, floor: plainRow, kiln: true, target: ipythonTarget,
+		basis: "kiln's live print(1) as plain Python, the same run"})
 	heldPhase(ctx, k, c.liveCalls, res)
 	cellsPhase(ctx, k, c.cells, res)
 	liveMemoryPhase(ctx, k, res)
@@ -92,14 +106,30 @@ func newSession(ctx context.Context, k *client, code, want string) (string, erro
 }
 
 // liveRow runs n calls of code in session sid, each in its live sandbox, paced as the
-// other rows, and returns the row and kiln's CPU per call.
+// other rows and as their floors (each quietGap after the last answer, once the pool is
+// full and idle: as an agent's next call comes once its model has read the answer), and
+// returns the row and kiln's CPU per call. A live call's capture follows its answer, so a
+// call sent sooner waits for it: backToBackRow measures that.
 func liveRow(ctx context.Context, k *client, name, sid, code, want string, n int, note string) (Summary, float64) {
+	return liveRowWith(ctx, k, name, sid, map[string]any{"code": code}, want, n, note)
+}
+
+// liveRowWith is liveRow with the request's other fields in body (its code among them).
+func liveRowWith(ctx context.Context, k *client, name, sid string, body map[string]any, want string, n int, note string) (Summary, float64) {
 	quiet := func() (float64, error) {
 		wctx, cancel := context.WithTimeout(ctx, refillWait)
 		defer cancel()
+		time.Sleep(quietGap)
 		return 0, k.waitQuiet(wctx)
 	}
-	return sessionRow(ctx, k, name, sid, code, want, n, note, quiet, liveAnswer)
+	return sessionRowWith(ctx, k, name, sid, body, want, n, note, quiet, liveAnswer)
+}
+
+// backToBackRow runs n calls of code in session sid, each as soon as the last answered:
+// each waits for the capture of the namespace the last one left.
+func backToBackRow(ctx context.Context, k *client, name, sid, code, want string, n int, note string) (Summary, float64) {
+	next := func() (float64, error) { return 0, nil }
+	return sessionRow(ctx, k, name, sid, code, want, n, note, next, liveAnswer)
 }
 
 // sessionRow runs n calls of code in session sid, each after before (untimed; it
@@ -107,6 +137,12 @@ func liveRow(ctx context.Context, k *client, name, sid, code, want string, n int
 // latency, kiln's exec_ms and the wire bytes per call; check tells an answer that is
 // what the row measures. It also returns kiln's CPU per call.
 func sessionRow(ctx context.Context, k *client, name, sid, code, want string, n int, note string,
+	before func() (float64, error), check func(*execResult, string) error) (Summary, float64) {
+	return sessionRowWith(ctx, k, name, sid, map[string]any{"code": code}, want, n, note, before, check)
+}
+
+// sessionRowWith is sessionRow with the request's other fields in body (its code among them).
+func sessionRowWith(ctx context.Context, k *client, name, sid string, body map[string]any, want string, n int, note string,
 	before func() (float64, error), check func(*execResult, string) error) (Summary, float64) {
 	w := k.wireMeter(ctx)
 	cpu := k.cpu()
@@ -120,7 +156,11 @@ func sessionRow(ctx context.Context, k *client, name, sid, code, want string, n 
 			note += "; stopped: " + err.Error()
 			break
 		}
-		r, err := k.exec(ctx, map[string]any{"code": code, "session_id": sid})
+		call := map[string]any{"session_id": sid}
+		for key, v := range body {
+			call[key] = v
+		}
+		r, err := k.exec(ctx, call)
 		if err == nil {
 			err = check(r, want)
 		}

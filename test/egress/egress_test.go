@@ -569,3 +569,24 @@ for (const url of [%q, %q, %q]) {
 		t.Errorf("the preload warned on the code's stderr: %s", out.Stderr)
 	}
 }
+
+// IPython's ways to install a package, as notebooks write them: !pip install and %pip
+// install go through the proxy to the operator's index, as a subprocess's pip does, and
+// what they install comes back with the session after its sandbox dies.
+func TestPipMagicsInstallFromTheIndex(t *testing.T) {
+	for _, install := range []string{"!pip install " + pkgName, "%pip install " + pkgName} {
+		t.Run(strings.Fields(install)[0], func(t *testing.T) {
+			out := ok(t, map[string]any{"code": install + "\nimport " + pkgName + "\np = " + pkgName + ".Point(1, 2)\nprint('value', " + pkgName + ".VALUE)"})
+			if !strings.Contains(out.Stdout, "value 42") || !strings.Contains(out.Stdout, "Successfully installed") {
+				t.Fatalf("%s: %s\nstderr: %s", install, out.Stdout, out.Stderr)
+			}
+			if died := exec(t, map[string]any{"session_id": out.SessionID, "code": "import os\nos.kill(os.getpid(), 9)"}); died.Status != "sandbox_died" {
+				t.Fatalf("the kill: status %s", died.Status)
+			}
+			resumed := ok(t, map[string]any{"session_id": out.SessionID, "code": "import " + pkgName + "\nprint(" + pkgName + ".VALUE, p)"})
+			if resumed.RuntimeStatus != "resumed" || strings.TrimSpace(resumed.Stdout) != "42 Point(1, 2)" {
+				t.Errorf("resumed: runtime %q, stdout %q, stderr %q", resumed.RuntimeStatus, resumed.Stdout, resumed.Stderr)
+			}
+		})
+	}
+}

@@ -18,8 +18,11 @@ import (
 	"github.com/kilnsh/kiln/test/kilntest"
 )
 
-// srv is a kiln with live sessions (the default): a session's calls share its sandbox.
-// restored, started by TestNotebooks, has them off: each call restores the session's
+// srv is a kiln with live sessions (the default): a session's calls share its sandbox,
+// and a call answers before its state is stored. TestNotebooks starts two more: stored,
+// with live sessions that store every state before the answer (STATE_SAVE_DELAY_MS=0),
+// against which every live cell is held, the cells after one that killed its sandbox
+// included; and restored, with live sessions off: each call restores the session's
 // stored state in a fresh sandbox, the path every session falls back to.
 var srv *kilntest.Server
 
@@ -153,19 +156,15 @@ func (k *session) run(t *testing.T, code string) (Outcome, kilntest.ExecResponse
 
 // A CellReport is one cell's comparison in one mode.
 type CellReport struct {
-	Mode       string // "live" or "restored"
-	Notebook   string
-	Cell       int
+	Mode     string // "live", "restored", or "live = stored"
+	Notebook string
+	Cell     int
+	// Live is the reference: the live interpreter's outcome, or, once a cell has killed
+	// it (and for "live = stored"), the stored session's.
 	Live, Kiln Outcome
 	Diff       []string
 	Explained  string // what the notebook says may differ, in restored mode only
 	StateError string
-}
-
-// modes are the two ways a kiln session runs a notebook, each against its own server.
-type mode struct {
-	name string
-	srv  *kilntest.Server
 }
 
 // TestNotebooks runs every notebook through a kiln session with live sessions on and
@@ -184,36 +183,54 @@ func TestNotebooks(t *testing.T) {
 	if cells < 200 {
 		t.Fatalf("the suite holds %d cells, want at least 200", cells)
 	}
-	restored, err := kilntest.Start(kilntest.Options{Key: key, Env: []string{
-		"POOL_SIZE=2", "QUEUE_TIMEOUT_SECONDS=120", "API_KEYS=" + key, "LIVE_SESSIONS=false",
-	}})
-	if err != nil {
-		t.Fatalf("starting kiln with live sessions off: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := restored.Stop(time.Minute); err != nil {
-			t.Errorf("stopping kiln with live sessions off: %v", err)
+	start := func(what string, env ...string) *kilntest.Server {
+		s, err := kilntest.Start(kilntest.Options{Key: key, Env: append([]string{
+			"POOL_SIZE=2", "QUEUE_TIMEOUT_SECONDS=120", "API_KEYS=" + key, "DATA_DIR=" + t.TempDir()}, env...)})
+		if err != nil {
+			t.Fatalf("starting kiln %s: %v", what, err)
 		}
-	})
-	modes := []mode{{"live", srv}, {"restored", restored}}
+		t.Cleanup(func() {
+			if err := s.Stop(time.Minute); err != nil {
+				t.Errorf("stopping kiln %s: %v", what, err)
+			}
+		})
+		return s
+	}
+	restored := start("with live sessions off", "LIVE_SESSIONS=false")
+	stored := start("storing every state before its answer", "STATE_SAVE_DELAY_MS=0")
 	var reports []CellReport
 	for _, nb := range notebooks {
 		t.Run(nb.Name, func(t *testing.T) {
 			l := startLive(t)
-			sessions := []*session{{s: srv}, {s: restored}}
+			interpreter := true // until a cell kills it
+			live, rest, strict := &session{s: srv}, &session{s: restored}, &session{s: stored}
+			add := func(r CellReport) {
+				reports = append(reports, r)
+				if len(r.Diff) > 0 && r.Explained == "" {
+					t.Errorf("%s: cell %d differs in %s:\n%s", r.Mode, r.Cell, strings.Join(r.Diff, ", "), r.detail())
+				}
+			}
 			for i, cell := range nb.Cells {
-				want := l.run(t, cell.Code)
-				for j, m := range modes {
-					got, raw := sessions[j].run(t, cell.Code)
-					r := CellReport{Mode: m.name, Notebook: nb.Name, Cell: i + 1, Live: want, Kiln: got,
-						Diff: want.differences(got), StateError: kilntest.Str(raw.StateError)}
-					if m.name == "restored" {
-						r.Explained = cell.Explained
-					}
-					reports = append(reports, r)
-					if len(r.Diff) > 0 && r.Explained == "" {
-						t.Errorf("%s: cell %d differs in %s:\n%s", m.name, i+1, strings.Join(r.Diff, ", "), r.detail())
-					}
+				if cell.Kills != "" {
+					interpreter = false // it would die here: the stored session is the reference from now on
+				}
+				fromStored, _ := strict.run(t, cell.Code)
+				reference := fromStored
+				if interpreter {
+					reference = l.run(t, cell.Code)
+				}
+				got, raw := live.run(t, cell.Code)
+				again, rawRest := rest.run(t, cell.Code)
+				// A live call answers before its state is stored; what it keeps must be what
+				// it would keep stored before the answer, whatever happens to its sandbox.
+				add(CellReport{Mode: "live = stored", Notebook: nb.Name, Cell: i + 1, Live: fromStored, Kiln: got,
+					Diff: fromStored.differences(got), StateError: kilntest.Str(raw.StateError)})
+				add(CellReport{Mode: "live", Notebook: nb.Name, Cell: i + 1, Live: reference, Kiln: got,
+					Diff: reference.differences(got), StateError: kilntest.Str(raw.StateError)})
+				add(CellReport{Mode: "restored", Notebook: nb.Name, Cell: i + 1, Live: reference, Kiln: again,
+					Diff: reference.differences(again), StateError: kilntest.Str(rawRest.StateError), Explained: cell.Explained})
+				if cell.Kills != "" && (got.Status != cell.Kills || again.Status != cell.Kills || reference.Status != cell.Kills) {
+					t.Errorf("cell %d: live %s, restored %s, stored %s; want each %s", i+1, got.Status, again.Status, reference.Status, cell.Kills)
 				}
 			}
 		})
@@ -245,7 +262,7 @@ func (r CellReport) detail() string {
 func writeReport(t *testing.T, reports []CellReport) string {
 	t.Helper()
 	type tally struct{ total, same, explained int }
-	tallies := map[string]*tally{"live": {}, "restored": {}}
+	tallies := map[string]*tally{"live": {}, "restored": {}, "live = stored": {}}
 	var b strings.Builder
 	for _, r := range reports {
 		n := tallies[r.Mode]
@@ -260,18 +277,19 @@ func writeReport(t *testing.T, reports []CellReport) string {
 		default:
 			mark = "DIFFERS: " + strings.Join(r.Diff, ", ")
 		}
-		fmt.Fprintf(&b, "%s %s cell %d: live interpreter %s, kiln %s: %s\n", r.Mode, r.Notebook, r.Cell, r.Live.Status, r.Kiln.Status, mark)
+		fmt.Fprintf(&b, "%s %s cell %d: reference %s, kiln %s: %s\n", r.Mode, r.Notebook, r.Cell, r.Live.Status, r.Kiln.Status, mark)
 		if len(r.Diff) > 0 {
 			b.WriteString(r.detail())
 		}
 	}
 	var parts []string
-	for _, name := range []string{"live", "restored"} {
+	for _, name := range []string{"live", "restored", "live = stored"} {
 		n := tallies[name]
-		parts = append(parts, fmt.Sprintf("%s sessions %d of %d cells (%.1f%%), %d explained, %d unexplained", name,
+		parts = append(parts, fmt.Sprintf("%s: %d of %d cells (%.1f%%), %d explained, %d unexplained", name,
 			n.same, n.total, 100*float64(n.same)/float64(max(n.total, 1)), n.explained, n.total-n.same-n.explained))
 	}
-	summary := "fidelity, cells with the live interpreter's outcome: " + strings.Join(parts, "; ")
+	summary := "fidelity, cells with the reference's outcome (the live interpreter, or a session storing before each answer): " +
+		strings.Join(parts, "; ")
 	dir := filepath.Join(kilntest.Root(), "test", "results", "fidelity")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

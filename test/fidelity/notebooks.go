@@ -1,6 +1,6 @@
 // Package fidelity runs the project's notebooks (notebooks/*.py) cell by cell through a kiln
 // session and through one live interpreter in the same image, and compares each cell's
-// outcome: the measure of how much of a notebook a session keeps (issue 23).
+// outcome: the measure of how much of a notebook a session keeps.
 package fidelity
 
 import (
@@ -20,12 +20,19 @@ type Notebook struct {
 
 // A Cell is one cell's code, and why it may differ in a restored session, when the
 // notebook says so with a line "# fidelity: <why>" (an object that cannot be pickled).
+// Kills is the status of a cell that ends its sandbox (oom), from a line
+// "# fidelity-kills: <status>": no live interpreter survives it, so the cells after it
+// are held to a session that stores every state before its answer.
 type Cell struct {
 	Code      string
 	Explained string
+	Kills     string
 }
 
-var directive = regexp.MustCompile(`(?m)^# fidelity: (.+)$`)
+var (
+	directive = regexp.MustCompile(`(?m)^# fidelity: (.+)$`)
+	kills     = regexp.MustCompile(`(?m)^# fidelity-kills: (.+)$`)
+)
 
 // LoadNotebooks reads every notebook in dir, in name order.
 func LoadNotebooks(dir string) ([]Notebook, error) {
@@ -59,6 +66,9 @@ func loadNotebook(path string) (Notebook, error) {
 			c := Cell{Code: code}
 			if m := directive.FindStringSubmatch(code); m != nil {
 				c.Explained = m[1]
+			}
+			if m := kills.FindStringSubmatch(code); m != nil {
+				c.Kills = m[1]
 			}
 			nb.Cells = append(nb.Cells, c)
 		}

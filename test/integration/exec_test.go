@@ -30,6 +30,9 @@ func TestExecOutcomes(t *testing.T) {
 		{name: "args", body: map[string]any{"code": "print(sys.argv[1:])", "args": []string{"a", "b c"}}, wantStatus: "ok", wantStdout: "['a', 'b c']\n"},
 		{name: "bash", body: map[string]any{"code": "echo \"$1-$2\"; echo err >&2", "lang": "bash", "args": []string{"x", "y"}},
 			wantStatus: "ok", wantStdout: "x-y\n", wantStderr: "err"},
+		// coreutils stat every path with a flag that gVisor before 2023 refuses (images/python/statx.c).
+		{name: "bash's file tools", body: map[string]any{"code": "echo hi > notes.txt && stat -c %s notes.txt && cp -a notes.txt copy.txt && du -s . > /dev/null && ls", "lang": "bash"},
+			wantStatus: "ok", wantStdout: "3\ncopy.txt\nnotes.txt\n"},
 		{name: "sandbox death", body: map[string]any{"code": "import os\nprint('bye', flush=True)\nos._exit(3)"},
 			wantStatus: "sandbox_died", wantCode: 3, wantError: "Sandbox exited with code 3"},
 		{name: "memory limit", body: map[string]any{"code": "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))"},

@@ -255,3 +255,43 @@ func TestALiveCallAnswersBeforeItsStateIsStored(t *testing.T) {
 			next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error))
 	}
 }
+
+// A call that answered keeps what it bound whatever its sandbox does next: the call
+// right after it kills the sandbox (os._exit, out of memory, a crash in C, the hard
+// deadline), sent as soon as the answer is in, and the call after that resumes with the
+// answered call's names. The session holds a DataFrame and 8 MB of floats, so that the
+// capture after the answer takes a while.
+func TestAnAnsweredCallSurvivesTheNextCallKillingItsSandbox(t *testing.T) {
+	for _, tt := range []struct {
+		name, code string
+		timeout    int
+		want       string
+	}{
+		{"os._exit", "import os; os._exit(3)", 0, "sandbox_died"},
+		{"out of memory", "hog = b'x' * (600 << 20)", 0, "oom"},
+		{"segfault", "import ctypes; ctypes.string_at(0)", 0, "sandbox_died"},
+		{"hard deadline", "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass", 500, "timeout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := run(t, map[string]any{"code": "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\n" +
+				"df = pd.DataFrame({'a': np.arange(200_000), 'b': rng.random(200_000)})\narr = rng.random(1_000_000)\nx = 1"})
+			sid := first.SessionID
+			kept := run(t, map[string]any{"session_id": sid, "code": "keep = 41\ndf.loc[0, 'a'] = -7"})
+			if kept.Status != "ok" || !kept.StatePending || kept.RuntimeStatus != "reused" {
+				t.Fatalf("keep = 41: %s, pending %v, runtime %s; want an ok pending answer from the live sandbox", kept.Status, kept.StatePending, kept.RuntimeStatus)
+			}
+			body := map[string]any{"session_id": sid, "code": tt.code}
+			if tt.timeout > 0 {
+				body["timeout"] = tt.timeout
+			}
+			if died := run(t, body); died.Status != tt.want {
+				t.Fatalf("the killing call: %s (%s), want %s", died.Status, kilntest.Str(died.Error), tt.want)
+			}
+			next := run(t, map[string]any{"session_id": sid, "code": "keep + 1, int(df.loc[0, 'a']), x"})
+			if next.RuntimeStatus != "resumed" || kilntest.Str(next.Result) != "(42, -7, 1)" {
+				t.Errorf("after the sandbox died: runtime %q, result %s (%s, state_error %s); want resumed with (42, -7, 1)",
+					next.RuntimeStatus, kilntest.Str(next.Result), kilntest.Str(next.Error), kilntest.Str(next.StateError))
+			}
+		})
+	}
+}

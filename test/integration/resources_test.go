@@ -66,17 +66,20 @@ func TestPerRequestResources(t *testing.T) {
 	if _, err := fmt.Sscan(def, &defMem); err != nil {
 		t.Fatalf("limits %q: %v", def, err)
 	}
-	resized := fmt.Sprintf("%d 500000000", defMem-(256-192)<<20)
+	// More than the pool's 256 MB: a sandbox of the REPL's own size plus a few MB has no room
+	// left to capture its namespace, and the session's next call, resumed, would lack `a`.
+	const asked = 320
+	resized := fmt.Sprintf("%d 500000000", defMem+(asked-256)<<20)
 
-	status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": 192})
+	status, out := postExec(t, map[string]any{"code": code, "cpus": 0.5, "memory_mb": asked})
 	if status != http.StatusOK || out.Stdout != "1000000.0\n" {
-		t.Fatalf("cpus 0.5, memory_mb 192: %d %q %s", status, out.Stdout, out.Message)
+		t.Fatalf("cpus 0.5, memory_mb %d: %d %q %s", asked, status, out.Stdout, out.Message)
 	}
 	// The session's sandbox stays live with the limits its call asked for.
 	if got := limits(t); !slices.Contains(got, resized) {
 		t.Errorf("the sandboxes' limits %v, want one of %s (the live session's)", got, resized)
 	}
-	if again := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)", "cpus": 0.5, "memory_mb": 192}); again.RuntimeStatus != "reused" {
+	if again := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)", "cpus": 0.5, "memory_mb": asked}); again.RuntimeStatus != "reused" {
 		t.Errorf("the live session's next call of the same size: %s, want reused", again.RuntimeStatus)
 	}
 	next := run(t, map[string]any{"session_id": out.SessionID, "code": "print(a.shape)"})
@@ -85,7 +88,8 @@ func TestPerRequestResources(t *testing.T) {
 		want = "resumed" // in a sandbox of the pool's size
 	}
 	if next.RuntimeStatus != want || next.Stdout != "(1000, 1000)\n" {
-		t.Errorf("the live session's next call without resources: %s %q, want %s", next.RuntimeStatus, next.Stdout, want)
+		t.Errorf("the live session's next call without resources: %s %q (%s, state_error %s), want %s",
+			next.RuntimeStatus, next.Stdout, kilntest.Str(next.Error), kilntest.Str(next.StateError), want)
 	}
 	var got []string
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

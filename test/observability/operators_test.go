@@ -1,11 +1,14 @@
 package observability
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kilnsh/kiln/test/kilntest"
 )
 
 // The monitoring routes are for operators: with METRICS_LISTEN_ADDR they leave the main
@@ -52,6 +55,21 @@ func TestMonitoringForOperatorsOnly(t *testing.T) {
 		if code, _ := get("/metrics", key); code != http.StatusUnauthorized && code != http.StatusForbidden {
 			t.Errorf("/metrics with %q = %d, want a refusal", key, code)
 		}
+	}
+	// The runtime says what isolates its sandboxes (sandbox.Traits), and the detailed
+	// health tells it.
+	isolation := kilntest.Runtime()
+	if kilntest.OnKubernetes() {
+		isolation = "default" // the cluster's RuntimeClass
+	}
+	code, body := get("/health/detailed", admin)
+	var detailed struct {
+		Pool struct {
+			Runtime string `json:"runtime"`
+		} `json:"pool"`
+	}
+	if err := json.Unmarshal([]byte(body), &detailed); code != http.StatusOK || err != nil || detailed.Pool.Runtime != isolation {
+		t.Errorf("/health/detailed with the admin key = %d, pool.runtime %q (%v); want 200 naming %q", code, detailed.Pool.Runtime, err, isolation)
 	}
 	if code, _ := get("/health/ready", ""); code != http.StatusOK {
 		t.Errorf("/health/ready on the monitoring address = %d, want 200 (open to probes)", code)

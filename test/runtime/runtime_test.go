@@ -43,7 +43,10 @@ func TestContract(t *testing.T) {
 	if kilntest.OnKubernetes() {
 		h.Open = openKube
 		h.Settle = time.Minute
+		h.Traits = sandbox.Traits{Isolation: "default"} // a Pod's limits are fixed
 	} else {
+		// The daemon resizes a running container, but not the sandbox gVisor holds.
+		h.Traits = sandbox.Traits{Isolation: kilntest.Runtime(), Resizes: kilntest.Runtime() == "runc"}
 		if err := kilntest.EnsureDocker(); err != nil {
 			t.Fatalf("the Docker daemon: %v", err)
 		}

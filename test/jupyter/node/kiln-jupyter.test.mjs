@@ -105,11 +105,29 @@ test('a kernel runs cells and shows what a notebook shows', async (t) => {
   r = await run(kernel, 'y + z');
   assert.equal(r.of('execute_result')[0].content.data['text/plain'], '6');
 
-  // Completion, help and whether a cell is complete read the kernel's namespace.
-  const completion = (await kernel.requestComplete({ code: 'import math\nmath.sq', cursor_pos: 18 })).content;
+  // Cells in IPython's language, as a notebook's: magics, shell escapes, help.
+  r = await run(kernel, '%matplotlib inline\n%time total = sum(range(1000))');
+  assert.equal(r.reply.status, 'ok', JSON.stringify(r.reply));
+  assert.match(r.of('stream').map((m) => m.content.text).join(''), /Wall time/);
+  r = await run(kernel, '!echo from the shell\nlisting = !ls /\nlen(listing) > 3, total');
+  assert.match(r.of('stream').map((m) => m.content.text).join(''), /from the shell/);
+  assert.equal(r.of('execute_result')[0].content.data['text/plain'], '(True, 499500)');
+  r = await run(kernel, '%%writefile helper.py\nVALUE = 7\n');
+  assert.equal(r.reply.status, 'ok', JSON.stringify(r.reply));
+  r = await run(kernel, 'import helper\nhelper.VALUE');
+  assert.equal(r.of('execute_result')[0].content.data['text/plain'], '7');
+  r = await run(kernel, 'len?');
+  assert.match(r.of('stream').map((m) => m.content.text).join(''), /Return the number of items/);
+
+  // Completion, help and whether a cell is complete: IPython's completer and inspector on
+  // the kernel's namespace, as ipykernel answers them.
+  const modules = (await kernel.requestComplete({ code: 'import nump', cursor_pos: 11 })).content;
+  assert.ok(modules.matches.includes('numpy'), JSON.stringify(modules.matches));
+  assert.equal(modules.cursor_start, 7);
+  const completion = (await kernel.requestComplete({ code: 'import math\nmath.sq', cursor_pos: 19 })).content;
   assert.equal(completion.status, 'ok');
-  assert.ok(completion.matches.includes('math.sqrt'), JSON.stringify(completion.matches));
-  assert.equal(completion.cursor_start, 12);
+  assert.ok(completion.matches.includes('sqrt'), JSON.stringify(completion.matches));
+  assert.equal(completion.cursor_start, 17);
   const mine2 = (await kernel.requestComplete({ code: 'd', cursor_pos: 1 })).content;
   assert.ok(mine2.matches.includes('df'), 'the names the cells bound complete');
   const help = (await kernel.requestInspect({ code: 'df.groupby', cursor_pos: 10, detail_level: 0 })).content;
