@@ -83,7 +83,6 @@ type Runtime struct {
 	instance string // the label value
 	frames   sandbox.FrameLimits
 	log      *slog.Logger
-	starved  func()
 	owner    *metav1.OwnerReference // Config.OwnerPod's, or nil
 	cfg      Config
 
@@ -199,7 +198,7 @@ func newRuntime(ctx context.Context, core typedcorev1.CoreV1Interface, network t
 	rc *rest.Config, ns string, o sandbox.Options, cfg Config) (*Runtime, error) {
 	c := &Runtime{
 		core: core, network: network, rest: rc, ns: ns, instance: InstanceLabel(o.Instance), frames: o.Frames, log: o.Log, cfg: cfg,
-		starved: o.Starved, stop: make(chan struct{}), watched: make(chan struct{}),
+		stop: make(chan struct{}), watched: make(chan struct{}),
 		waiting: map[string]chan struct{}{}, running: map[string]*Sandbox{},
 	}
 	if cfg.OwnerPod != "" {
@@ -336,9 +335,10 @@ func (c *Runtime) pod(name string) *corev1.Pod {
 }
 
 // Start creates a sandbox Pod from spec and returns it once its REPL has answered the
-// handshake.
+// handshake. A Pod no node has room for is reported at once (sandbox.NoRoomError), and
+// its Wait goes on waiting for the scheduler to place it.
 func (c *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	return sandbox.Started(c.StartPod(ctx, spec))
+	return sandbox.Started(c.startPod(ctx, spec, true))
 }
 
 // StartPod is Start with the Pod's own type, for tests and benchmarks that measure a
@@ -348,6 +348,12 @@ func (c *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 // cannot be had) when it ends is removed, and so is one whose image or container cannot
 // be made at all, at once.
 func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, error) {
+	return c.startPod(ctx, spec, false)
+}
+
+// startPod is StartPod; with tellNoRoom, a Pod found unschedulable returns a
+// sandbox.NoRoomError whose Wait finishes the start.
+func (c *Runtime) startPod(ctx context.Context, spec sandbox.Spec, tellNoRoom bool) (*Sandbox, error) {
 	if spec.PerCall {
 		return nil, fmt.Errorf("%w: a REPL per call is not supported on Kubernetes: sandbox Pods run the warm REPL", kiln.ErrRuntime)
 	}
@@ -361,22 +367,43 @@ func (c *Runtime) StartPod(ctx context.Context, spec sandbox.Spec) (*Sandbox, er
 		return nil, fmt.Errorf("%w: pod create: %w", kiln.ErrRuntime, err)
 	}
 	changed, unwatch := c.watch(created.Name)
-	defer unwatch()
-	s := &Sandbox{name: created.Name, rt: c}
+	st := &starting{c: c, s: &Sandbox{name: created.Name, rt: c}, changed: changed, unwatch: unwatch}
+	return st.finish(ctx, tellNoRoom)
+}
+
+// starting is a Pod on its way to ready: what finish needs, across a NoRoomError.
+type starting struct {
+	c       *Runtime
+	s       *Sandbox
+	changed <-chan struct{}
+	unwatch func()
+}
+
+// finish waits for the Pod to run, then starts and greets its REPL; with tellNoRoom, a
+// Pod no node can take returns a NoRoomError that finishes later instead.
+func (st *starting) finish(ctx context.Context, tellNoRoom bool) (*Sandbox, error) {
+	c, s := st.c, st.s
+	err := c.awaitRunning(ctx, s.name, st.changed, tellNoRoom)
+	if why := unplaced(""); errors.As(err, &why) {
+		return nil, &sandbox.NoRoomError{Why: string(why), Wait: func(ctx context.Context) (sandbox.Sandbox, error) {
+			return sandbox.Started(st.finish(ctx, false))
+		}}
+	}
+	defer st.unwatch()
 	fail := func(err error) (*Sandbox, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		defer cancel()
 		return nil, errors.Join(err, s.Remove(rctx))
 	}
-	if err := c.awaitRunning(ctx, created.Name, changed); err != nil {
+	if err != nil {
 		return fail(err)
 	}
-	ex, err := c.exec(created.Name, sandbox.REPLCommand)
+	ex, err := c.exec(s.name, sandbox.REPLCommand)
 	if err != nil {
 		return fail(fmt.Errorf("%w: exec: %w", kiln.ErrRuntime, err))
 	}
 	s.streams = openExec(ex)
-	s.Conn = sandbox.Open(s.streams, c.frames, c.log, created.Name)
+	s.Conn = sandbox.Open(s.streams, c.frames, c.log, s.name)
 	if _, err = s.Handshake(ctx); err != nil {
 		return fail(err)
 	}
@@ -426,10 +453,10 @@ var fatalWaiting = map[string]bool{
 }
 
 // awaitRunning waits until the Pod's container runs; exec cannot start before. An
-// image still being pulled, or backing off, waits for ctx.
-func (c *Runtime) awaitRunning(ctx context.Context, name string, changed <-chan struct{}) error {
+// image still being pulled, or backing off, waits for ctx. With tellNoRoom, a Pod the
+// scheduler could place on no node ends the wait with unplaced.
+func (c *Runtime) awaitRunning(ctx context.Context, name string, changed <-chan struct{}, tellNoRoom bool) error {
 	why := "not seen yet"
-	starved := false
 	for {
 		if p := c.pod(name); p != nil {
 			switch running, reason, fatal := podProgress(p); {
@@ -440,10 +467,8 @@ func (c *Runtime) awaitRunning(ctx context.Context, name string, changed <-chan 
 			default:
 				why = reason
 			}
-			if !starved && unschedulable(p) && c.starved != nil {
-				starved = true
-				c.log.Info("no node has room for a sandbox Pod: ending an idle live session's", "pod", name, "why", why)
-				c.starved()
+			if tellNoRoom && unschedulable(p) {
+				return unplaced(why)
 			}
 		}
 		select {
@@ -453,6 +478,12 @@ func (c *Runtime) awaitRunning(ctx context.Context, name string, changed <-chan 
 		}
 	}
 }
+
+// unplaced is awaitRunning's word that no node has room for the Pod: the scheduler's
+// reason.
+type unplaced string
+
+func (u unplaced) Error() string { return "unschedulable: " + string(u) }
 
 // podProgress reads a Pod's status: whether its container runs, else what it waits
 // for, and whether that will never come.

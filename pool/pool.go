@@ -113,6 +113,8 @@ type Pool struct {
 	// said in its handshake (they share their image); learned closes then.
 	langs   []string
 	learned chan struct{}
+	// makeRoom asks for room when the runtime has none (MakeRoomWith).
+	makeRoom func() bool
 }
 
 type entry struct {
@@ -350,7 +352,7 @@ func (p *Pool) CheckoutSized(ctx context.Context, milliCPU, memoryMB int64) (san
 	// The request's context, bounded as a warm-up is, and cut by Close.
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.WarmupTimeout)
 	stop := context.AfterFunc(p.ctx, cancel)
-	sb, err := p.starter.Start(sctx, spec)
+	sb, err := p.start(sctx, spec)
 	stop()
 	cancel()
 	p.mu.Lock()

@@ -120,7 +120,7 @@ func (p *Pool) warmOne() {
 	defer p.wg.Done()
 	start := p.now()
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.WarmupTimeout)
-	sb, err := p.starter.Start(ctx, p.cfg.Spec)
+	sb, err := p.start(ctx, p.cfg.Spec)
 	cancel()
 	took := p.now().Sub(start)
 

@@ -111,11 +111,19 @@ type Options struct {
 	// Frames bound one frame from a sandbox.
 	Frames FrameLimits
 	Log    *slog.Logger // nil discards the runtime's log
-	// Starved, when set, is called when the runtime cannot find room for a new sandbox
-	// and cannot see why: kiln then ends an idle live session's sandbox. A runtime that
-	// sees its own room (the local daemon, sized by LIVE_SESSIONS_MAX) never calls it.
-	Starved func()
 }
+
+// NoRoomError is what a runtime's Start returns when nothing has room for the sandbox
+// yet (no node of a cluster can take its Pod), where the runtime cannot see its room
+// beforehand. The sandbox keeps its place: Wait goes on waiting for it until it is ready
+// or ctx ends, and cleans up after itself as Start does. Whoever gets a NoRoomError must
+// call Wait; the pool first asks for room (an idle live session gives up its sandbox).
+type NoRoomError struct {
+	Why  string // the runtime's reason, for the log
+	Wait func(ctx context.Context) (Sandbox, error)
+}
+
+func (e *NoRoomError) Error() string { return "no room for a sandbox yet: " + e.Why }
 
 // FrameLimits bound one protocol frame from a sandbox: its JSON header, and its raw
 // payloads (the state and the files).

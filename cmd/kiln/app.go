@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kilnsh/kiln/api"
@@ -42,8 +41,6 @@ type Main struct {
 	pools   *pool.Set
 	gate    *egress.Gate  // the sandboxes' way out; nil when egress is off
 	live    *session.Live // nil when LIVE_SESSIONS is off
-	// liveRef is live for the runtime's goroutines, which start before it is made.
-	liveRef atomic.Pointer[session.Live]
 	store   store.Store
 	// redis is the store when REDIS_URL is set: the replica directory shares its client.
 	redis *store.Redis
@@ -136,7 +133,11 @@ func (m *Main) Run(ctx context.Context) error {
 			Idle:     time.Duration(cfg.LiveSessionIdleSeconds) * time.Second,
 			Lifetime: time.Duration(cfg.LiveSessionLifetimeSeconds) * time.Second,
 		}, m.pools.Release, m.log)
-		m.liveRef.Store(m.live)
+		// A runtime that cannot see its room (a cluster's nodes) says when a new sandbox
+		// finds none: the pool then has an idle live session give up its own, so that live
+		// sessions never starve the pool. On Docker, LIVE_SESSIONS_MAX keeps them within
+		// the host's memory.
+		m.pools.MakeRoomWith(m.live.EvictOldest)
 		m.background(m.live.Run)
 		met.WatchLive(m.live)
 		liveHealth = m.live

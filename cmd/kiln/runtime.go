@@ -119,15 +119,6 @@ func (m *Main) newRuntime(ctx context.Context, frames sandbox.FrameLimits) (sand
 		Instance: m.cfg.InstanceID,
 		Frames:   frames,
 		Log:      m.log,
-		// A runtime that cannot see its room (a cluster's nodes) asks for some when the
-		// pool's next sandbox finds none: an idle live session gives up its own, so that
-		// live sessions never starve the pool. On Docker, LIVE_SESSIONS_MAX keeps them
-		// within the host's memory.
-		Starved: func() {
-			if l := m.liveRef.Load(); l != nil {
-				l.EvictOldest()
-			}
-		},
 	})
 }
 

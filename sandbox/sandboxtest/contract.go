@@ -29,6 +29,11 @@ type Harness struct {
 	// MissingImage, when set, names an image the runtime does not have: ImageID must
 	// fail for it. A runtime that cannot tell (a cluster) leaves it empty.
 	MissingImage string
+	// NoRoom, when set, is a spec nothing has room for (a Pod larger than every node):
+	// Start must return a sandbox.NoRoomError, whose Wait ends with its context and
+	// leaves nothing behind. A runtime that sees its own room beforehand (the local
+	// daemon) leaves it nil.
+	NoRoom *sandbox.Spec
 	// StartTimeout bounds one Start (2 minutes by default: a Pod may wait for its node).
 	StartTimeout time.Duration
 	// Settle bounds how long a sandbox may take to die, and to leave List, once removed
@@ -88,6 +93,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Ping", c.ping)
 	t.Run("ImageID", c.imageID)
 	t.Run("StartCancelled", c.startCancelled)
+	if h.NoRoom != nil {
+		t.Run("NoRoom", c.noRoom)
+	}
 	t.Run("Lifecycle", c.lifecycle)
 	if h.Code.OOM != "" {
 		t.Run("OOM", c.oom)
@@ -184,6 +192,34 @@ func (c *contract) startCancelled(t *testing.T) {
 			c.settle(t, "the failed warm-up's sandbox to go", func(ids []string) bool { return slices.Equal(ids, before) })
 		})
 	}
+}
+
+// noRoom checks that a sandbox nothing has room for is reported as such at once, and that
+// waiting on for it ends with the wait's context and removes it.
+func (c *contract) noRoom(t *testing.T) {
+	before := c.listed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), c.h.StartTimeout)
+	defer cancel()
+	sb, err := c.rt.Start(ctx, *c.h.NoRoom)
+	var room *sandbox.NoRoomError
+	if !errors.As(err, &room) {
+		if err == nil {
+			removeNow(t, sb)
+		}
+		t.Fatalf("Start of a sandbox nothing has room for: got %v, want a sandbox.NoRoomError", err)
+	}
+	if room.Why == "" {
+		t.Error("NoRoomError: got no reason")
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer wcancel()
+	if sb, err := room.Wait(wctx); err == nil {
+		removeNow(t, sb)
+		t.Fatalf("Wait: got sandbox %s, want the wait's end", sb.ID())
+	} else if !errors.Is(err, kiln.ErrWarmupTimeout) {
+		t.Errorf("Wait: got %v, want kiln.ErrWarmupTimeout", err)
+	}
+	c.settle(t, "the sandbox with no room to go", func(ids []string) bool { return slices.Equal(ids, before) })
 }
 
 // lifecycle takes one sandbox through its life: ready, listed, serving requests that

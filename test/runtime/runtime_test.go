@@ -44,6 +44,10 @@ func TestContract(t *testing.T) {
 		h.Open = openKube
 		h.Settle = time.Minute
 		h.Traits = sandbox.Traits{Isolation: "default"} // a Pod's limits are fixed
+		// A Pod asking for a terabyte: no node of the test cluster can take it.
+		huge := spec
+		huge.MemoryMB = 1 << 20
+		h.NoRoom = &huge
 	} else {
 		// The daemon resizes a running container, but not the sandbox gVisor holds.
 		h.Traits = sandbox.Traits{Isolation: kilntest.Runtime(), Resizes: kilntest.Runtime() == "runc"}
