@@ -211,7 +211,7 @@ func (c *contract) noRoom(t *testing.T) {
 	if room.Why == "" {
 		t.Error("NoRoomError: got no reason")
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, time.Second)
 	defer wcancel()
 	if sb, err := room.Wait(wctx); err == nil {
 		removeNow(t, sb)

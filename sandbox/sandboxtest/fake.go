@@ -36,6 +36,10 @@ type Fake struct {
 	// WarmUp is how long a REPL takes before it answers the hello: a Start whose context
 	// ends sooner fails, as a warm-up that times out.
 	WarmUp time.Duration
+	// RoomMB, when set, is the most memory a sandbox may have: Start of a larger one
+	// returns a sandbox.NoRoomError, as a cluster with no node that large does, and room
+	// never comes to its Wait.
+	RoomMB int64
 	// RemoveDelay is how long each removal takes, within its context.
 	RemoveDelay time.Duration
 	// RemoveErr, when set, fails every removal: the REPL is killed, but its sandbox stays
@@ -124,6 +128,13 @@ func (f *Fake) Sandboxes() []*Sandbox {
 // has answered the real handshake. It is Docker's order: the sandbox exists (and is
 // listed) from its creation, and a warm-up that fails removes it.
 func (f *Fake) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if f.RoomMB > 0 && spec.MemoryMB > f.RoomMB {
+		why := fmt.Sprintf("%d MB asked, %d MB of room", spec.MemoryMB, f.RoomMB)
+		return nil, &sandbox.NoRoomError{Why: why, Wait: func(ctx context.Context) (sandbox.Sandbox, error) {
+			<-ctx.Done()
+			return nil, fmt.Errorf("%w: %s: %w", kiln.ErrWarmupTimeout, why, ctx.Err())
+		}}
+	}
 	sb, err := f.start(ctx, spec)
 	f.mu.Lock()
 	f.counts.Starting--

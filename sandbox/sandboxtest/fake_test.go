@@ -35,9 +35,10 @@ func TestContract(t *testing.T) {
 				Open: func(*testing.T) sandbox.Runtime {
 					// A warm-up of its own, so that a Start given a millisecond fails in the
 					// handshake, as a slow REPL's does.
-					return &Fake{Images: []string{"kiln-fake"}, WarmUp: 20 * time.Millisecond, Trickle: trickle}
+					return &Fake{Images: []string{"kiln-fake"}, WarmUp: 20 * time.Millisecond, Trickle: trickle, RoomMB: 64}
 				},
 				Spec:         sandbox.Spec{Image: "kiln-fake", MemoryMB: 64},
+				NoRoom:       &sandbox.Spec{Image: "kiln-fake", MemoryMB: 128},
 				Code:         fakeCode,
 				Traits:       sandbox.Traits{Isolation: "none"},
 				MissingImage: "kiln-missing",
