@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -19,12 +20,23 @@ func (c *contract) start(t *testing.T) sandbox.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), c.h.StartTimeout)
 	defer cancel()
-	sb, err := c.rt.Start(ctx, c.h.Spec)
+	sb, err := startWaiting(ctx, c.rt, c.h.Spec)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { removeNow(t, sb) })
 	return sb
+}
+
+// startWaiting starts a sandbox as the pool does: one that has no room yet is waited for,
+// as it was before the runtime said so (a cluster busy with another suite's Pods).
+func startWaiting(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := rt.Start(ctx, spec)
+	var room *sandbox.NoRoomError
+	if errors.As(err, &room) {
+		return room.Wait(ctx)
+	}
+	return sb, err
 }
 
 // startN starts n sandboxes at once.
@@ -36,7 +48,7 @@ func (c *contract) startN(t *testing.T, n int) []sandbox.Sandbox {
 	ctx, cancel := context.WithTimeout(context.Background(), c.h.StartTimeout)
 	defer cancel()
 	for i := range n {
-		wg.Go(func() { sbs[i], errs[i] = c.rt.Start(ctx, c.h.Spec) })
+		wg.Go(func() { sbs[i], errs[i] = startWaiting(ctx, c.rt, c.h.Spec) })
 	}
 	wg.Wait()
 	for i, sb := range sbs {
