@@ -49,14 +49,7 @@ type pendingState struct {
 func (p *pendingStates) offer(sid string, blob []byte, drop bool, base string, due time.Time, storeDue func(string)) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*pendingState{}
-	}
-	ps := p.m[sid]
-	if ps == nil {
-		ps = &pendingState{}
-		p.m[sid] = ps
-	}
+	ps := p.entryLocked(sid)
 	if ps.held {
 		p.bytes -= int64(len(ps.blob))
 	} else {
@@ -165,10 +158,8 @@ func (p *pendingStates) discard(sid string) {
 	delete(p.m, sid)
 }
 
-// lose records what the session lost, for its next call's answer.
-func (p *pendingStates) lose(sid, note string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// entryLocked returns the session's pendingState, made when it has none; p.mu is held.
+func (p *pendingStates) entryLocked(sid string) *pendingState {
 	if p.m == nil {
 		p.m = map[string]*pendingState{}
 	}
@@ -177,6 +168,14 @@ func (p *pendingStates) lose(sid, note string) {
 		ps = &pendingState{}
 		p.m[sid] = ps
 	}
+	return ps
+}
+
+// lose records what the session lost, for its next call's answer.
+func (p *pendingStates) lose(sid, note string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := p.entryLocked(sid)
 	ps.lost = note
 }
 
