@@ -37,6 +37,8 @@ class Channel:
         self.tool_results: queue.SimpleQueue[Request] = queue.SimpleQueue()
         # Where net frames go: the egress forwarder, when the host turned egress on.
         self.net: Callable[[int, str, int, memoryview], None] | None = None
+        # Where agent calls go (kiln_repl.agent): they run beside the cells, never queued.
+        self.agent: Callable[[int, str, dict[str, Any], memoryview], None] | None = None
 
     def start(self) -> None:
         """Starts the reader thread. It ends at end of file, which next_request then returns as
@@ -63,6 +65,10 @@ class Channel:
                     if self.net is not None:
                         self.net(request.conn, request.net, request.n, request.data)
                     continue  # carried, never answered
+                if isinstance(request, Request) and request.op == "agent":
+                    if self.agent is not None:
+                        self.agent(request.call, request.method, request.params, request.data)
+                    continue  # answered by the agent, on frames of its own
                 if isinstance(request, Request) and request.op == "tool_results":
                     self.tool_results.put(request)
                     continue  # never answered either

@@ -20,19 +20,20 @@ def process_ids(pid: int) -> tuple[int, int, int] | None:
         return None
 
 
-def leftover_processes(leaders: set[int]) -> set[int]:
+def leftover_processes(leaders: set[int], keep: set[int] | frozenset[int] = frozenset()) -> set[int]:
     """The processes descended from this one, or in a process group or session led by one of
-    leaders. Groups and sessions also catch orphans, which init has adopted."""
+    leaders. Groups and sessions also catch orphans, which init has adopted. The processes of
+    keep, and what descends from them, are not among them."""
     me = os.getpid()
     table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) not in (1, me):
             if ids := process_ids(int(entry)):
                 table[int(entry)] = ids
-    found = {pid for pid, (_, group, session) in table.items() if group in leaders or session in leaders}
+    found = {pid for pid, (_, group, session) in table.items() if group in leaders or session in leaders} - keep
     frontier = {me} | found
     while frontier:
-        children = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier} - found
+        children = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier} - found - keep
         found |= children
         frontier = children
     return found
@@ -42,7 +43,7 @@ def kill_leftovers(leaders: set[int], logger: Logger, keep: set[int] | frozenset
     """SIGKILLs what a run left running and reaps those that were this process's children; the
     processes of keep are the REPL's own (the egress relay) and stay."""
     for _ in range(20):
-        pids = leftover_processes(leaders) - keep
+        pids = leftover_processes(leaders, keep)
         if not pids:
             return
         for pid in pids:

@@ -85,7 +85,10 @@ class Request:
     conn: int = 0  # net: the connection of the code's the frame is about (kiln_repl.egress)
     net: str = ""  # net: what it says: data, eof, close or ack
     n: int = 0  # net: ack's count of bytes delivered
-    data: memoryview = NO_BYTES  # net: data's bytes, the one payload
+    data: memoryview = NO_BYTES  # net: data's bytes, the one payload; agent: the call's payload
+    call: int = 0  # agent: the call's number, which its answers carry (kiln_repl.agent)
+    method: str = ""  # agent: what it asks
+    params: dict[str, Any] = field(default_factory=dict)  # agent: the method's arguments
 
 
 class BadRequest(Exception):
@@ -160,7 +163,7 @@ def ready_message(python_version: str, preloaded: dict[str, str],
         "python": python_version,
         "preloaded": preloaded,
         "capabilities": {"languages": list(languages), "state": True, "files": True, "tools": True,
-                         "outputs": True},
+                         "outputs": True, "agent": True},
     }
 
 
@@ -204,10 +207,12 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
         raise BadRequest(f"request is not JSON: {exc}") from None
     request_id = expect(message.get("id", ""), str, "id")
     op = message.get("op", "exec")
-    if op not in ("exec", "ping", "hello", "interrupt", "tool_results", "net"):
+    if op not in ("exec", "ping", "hello", "interrupt", "tool_results", "net", "agent"):
         raise BadRequest(f"unknown op {op!r}")
     if op == "net":
         return parse_net(message, binary)
+    if op == "agent":
+        return parse_agent(message, binary)
     lang = message.get("lang") or "python"
     if not isinstance(lang, str) or lang not in languages:
         raise BadRequest(f"unknown lang {lang!r}")
@@ -242,6 +247,21 @@ def parse_request(header: bytes, languages: Collection[str] = NATIVE_LANGUAGES) 
 
 
 NET_OPS = ("data", "eof", "close", "ack")
+
+
+AGENT_MAX_BINARY = 8 << 20  # a file's chunk: kiln sends at most 4 MiB
+
+
+def parse_agent(message: dict[str, Any], binary: int) -> Request:
+    """An agent call: E2B's envd, as kiln carries it (kiln_repl.agent)."""
+    if expect(message["binary"], int, "binary") != binary:
+        raise BadRequest("binary is given twice")
+    if binary > AGENT_MAX_BINARY:
+        raise BadRequest(f"agent call with {binary} bytes of data")
+    call = expect_size(message.get("call", 0), "call")
+    method = expect(message.get("method") or "", str, "method")
+    params = expect(message.get("args") or {}, dict, "args")
+    return Request(id="", op="agent", call=call, method=method, params=params)
 
 
 def parse_net(message: dict[str, Any], binary: int) -> Request:
@@ -309,7 +329,7 @@ def attach_payloads(request: Request, payload: bytearray) -> Request:
     """The request with its state and files' contents as slices of payload, which is exactly
     as long as the sizes add up to (parse_request checked them)."""
     view = memoryview(payload)
-    if request.op == "net":
+    if request.op in ("net", "agent"):
         return replace(request, data=view)
     if request.op == "tool_results":
         return replace(request, results=view)

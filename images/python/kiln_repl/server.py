@@ -23,11 +23,13 @@ import linecache
 import os
 import platform
 import sys
+import threading
 import time
 import traceback
 import types
 from typing import Any, Callable
 
+from kiln_repl.agent import Agent
 from kiln_repl.capture import Capture, StdStreams, decode_output
 from kiln_repl.channel import Channel
 from kiln_repl.egress import PACKAGES_BASE, site_packages, start_egress
@@ -85,9 +87,12 @@ class Server:
         # Before the pre-imports, so that what they start sees the proxy's variables.
         way = start_egress(self.channel.send, logger, data_dir)
         self.forwarder, self.relay, self.egress = way.forwarder, way.relay, way.on
+        self.relay_lock = threading.Lock()  # the agent's threads start it too
         self.packages: Packages | None = None  # what pip installs in the session, with egress on
         if self.forwarder is not None:
             self.channel.net = self.forwarder.deliver
+        self.agent = Agent(self.channel.send, logger, self.proxy_env)
+        self.channel.agent = self.agent.handle
         self.pid = os.getpid()
         # The user's namespace is a module's, installed as __main__ (as IPython does): what
         # pickles or looks up by module name (pickle, unittest.main, dataclasses) finds the
@@ -308,11 +313,16 @@ class Server:
                 notes.append(f"kiln: input file {item.path!r} refused: {exc}")
         return notes
 
+    def proxy_env(self) -> dict[str, str]:
+        """The egress proxy's variables for a process the agent starts, or none."""
+        with self.relay_lock:
+            return (self.relay.ensure() if self.relay is not None else None) or {}
+
     def prepare_process(self, request: Request, events: EventStream | None) -> None:
         """Puts the process back into the shape a run expects, whatever the last run did, and
         starts capturing the run's output. The working directory stays where the code left
         it, as in a notebook, unless it is gone."""
-        if self.relay is not None and (env := self.relay.ensure()) is not None:
+        if (env := self.proxy_env()):
             os.environ.update(env)
         try:
             os.getcwd()
@@ -372,7 +382,8 @@ class Server:
 
     def end_run(self) -> None:
         flush_std_streams()
-        kill_leftovers({self.pid}, self.logger, keep={self.relay.pid} if self.relay is not None else set())
+        keep = self.agent.pids() | ({self.relay.pid} if self.relay is not None else set())
+        kill_leftovers({self.pid}, self.logger, keep=keep)
 
     def run_python(self, request: Request) -> Outcome:
         # A cell in IPython's language (the default) goes through its transformations and its

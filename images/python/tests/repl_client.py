@@ -52,6 +52,9 @@ def decode_payloads(header: dict[str, Any], payload: bytes) -> dict[str, Any]:
     if header.get("type") == "tool_calls":
         header["calls"] = json.loads(payload)
         return header
+    if header.get("type") == "agent":
+        header["data"] = payload
+        return header
     if header.get("type") == "bundle":
         header["output"] = json.loads(payload)
         return header

@@ -24,7 +24,7 @@ class ReadyTest(ReplTestCase):
             with open(table) as handle:
                 languages += list(json.load(handle))
         self.assertEqual(ready["capabilities"], {"languages": languages, "state": True, "files": True, "tools": True,
-                                                 "outputs": True})
+                                                 "outputs": True, "agent": True})
 
     def test_preloaded_names_and_quiet_start(self) -> None:
         repl = self.start(preload=True)
