@@ -59,6 +59,8 @@ type Capabilities struct {
 	State     bool     `json:"state"`
 	Files     bool     `json:"files"`
 	Tools     bool     `json:"tools"`
+	// Agent says the REPL answers agent calls (OpAgent): commands and files beside cells.
+	Agent bool `json:"agent"`
 }
 
 // Supports reports whether lang is among the REPL's languages.

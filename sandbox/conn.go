@@ -56,9 +56,11 @@ type Conn struct {
 	log       *slog.Logger
 
 	tunnelMu sync.Mutex
-	serve    func(net.Conn)     // where the REPL's outgoing connections go: see Egress
-	tunnels  map[uint32]*tunnel // the open ones, by the REPL's number
-	sockets  map[net.Conn]bool  // the open ones made to the sandbox's socket: see Accept
+	serve    func(net.Conn)          // where the REPL's outgoing connections go: see Egress
+	tunnels  map[uint32]*tunnel      // the open ones, by the REPL's number
+	sockets  map[net.Conn]bool       // the open ones made to the sandbox's socket: see Accept
+	agents   map[uint32]*AgentStream // the agent calls under way, by number: see Agent
+	agentSeq uint32
 }
 
 // Open starts reading the REPL's streams and returns at once: frames arrive as the REPL
@@ -79,6 +81,10 @@ func (c *Conn) read(lim FrameLimits, log *slog.Logger) {
 	stdout := parser.Writer(func(f protocol.Frame, err error) {
 		if err == nil && protocol.IsNet(f) {
 			c.onNet(f) // the code's connections, beside the request's frames
+			return
+		}
+		if err == nil && protocol.IsAgent(f) {
+			c.onAgent(f) // the agent's calls, beside the request's frames too
 			return
 		}
 		select {
