@@ -30,6 +30,7 @@ type Service struct {
 	cancel     func(id, owner string) error
 	resume     func(id, owner, token string, results []protocol.ToolResult) error
 	live       *Live
+	hold       HoldPool
 	egress     Egress
 	turns      turns
 	turnWait   time.Duration
@@ -66,6 +67,9 @@ type Config struct {
 	Egress Egress
 	// Live keeps sessions' sandboxes between their calls; nil turns live sessions off.
 	Live *Live
+	// Hold is where the sandboxes a front end holds for its callers come from (Hold);
+	// nil refuses them.
+	Hold HoldPool
 	// TurnWait is how long a call waits for its session's turn (another call of the
 	// session runs), and RetryAfter what it is told to wait when that runs out.
 	TurnWait   time.Duration
@@ -100,7 +104,7 @@ func New(cfg Config) *Service {
 	cfg.RetryAfter = max(cfg.RetryAfter, 1)
 	s := &Service{
 		store: cfg.Store, run: cfg.Runner, validate: cfg.Validate, checkState: cfg.CheckState, cancel: cfg.Cancel,
-		resume: cfg.Continue, live: cfg.Live, egress: cfg.Egress, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
+		resume: cfg.Continue, live: cfg.Live, hold: cfg.Hold, egress: cfg.Egress, turnWait: cfg.TurnWait, retryAfter: cfg.RetryAfter,
 		limits: cfg.Limits, log: cfg.Log, now: time.Now,
 		stateDelay: cfg.StateSaveDelay, rollbackDefault: cfg.RollbackOnError, capture: cfg.Capture,
 	}
