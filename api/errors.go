@@ -49,6 +49,13 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	if shaped, _ := r.Context().Value(e2bShapeKey{}).(bool); shaped {
+		writeJSON(w, status, struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}{status, e.Message})
+		return
+	}
 	body := errorBody{Error: e.Code, Message: e.Message, RequestID: requestID(r)}
 	if e.Code == kiln.CodeRateLimited || e.Code == kiln.CodeBusy {
 		body.RetryAfter = e.RetryAfter

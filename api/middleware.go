@@ -160,6 +160,15 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Flush is here because streaming handlers (Connect's among them) assert http.Flusher
+// rather than asking an http.ResponseController.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
 // Keys checks API keys in constant time. The zero value has no keys: auth is off.
 type Keys struct {
 	digests [][32]byte

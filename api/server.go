@@ -68,6 +68,11 @@ type Config struct {
 	// the key, which Jupyter's clients also send as "Authorization: token KEY" or
 	// ?token=KEY, when set.
 	Jupyter http.Handler
+	// E2B serves E2B's SDKs, when set: its control plane at /sandboxes and
+	// /v2/sandboxes behind the key (sent as X-API-KEY), its errors in E2B's shape; and
+	// every request that names a sandbox in E2b-Sandbox-Id, whatever its path, with no
+	// key (a sandbox's access token guards it).
+	E2B E2B
 	// InstanceID names this kiln in continuation tokens, so that another instance that
 	// gets one can say where it belongs.
 	InstanceID string
@@ -105,6 +110,8 @@ type Server struct {
 	router    chi.Router
 	mcp       http.Handler
 	jupyter   http.Handler
+	e2b       E2B
+	e2bBox    http.Handler  // the requests for a sandbox, through withRequest
 	keepAlive time.Duration // between comments on a quiet event stream
 	instance  string
 	profiles  []string
@@ -121,7 +128,7 @@ func New(cfg Config) *Server {
 		maxState: cfg.MaxStateBytes, maxUpload: cfg.MaxUploadBytes, spoolDir: cfg.SpoolDir, maxFile: cfg.MaxFileBytes, maxFiles: cfg.MaxFiles,
 		maxBody: cfg.MaxBodyBytes, obs: cfg.Observer, metrics: cfg.Metrics,
 		stats: cfg.Stats, limiter: newLimiter(cfg.RateLimit), keepAlive: keepAliveEvery,
-		mcp: cfg.MCP, jupyter: cfg.Jupyter, instance: cfg.InstanceID, profiles: cfg.Profiles,
+		mcp: cfg.MCP, jupyter: cfg.Jupyter, e2b: cfg.E2B, instance: cfg.InstanceID, profiles: cfg.Profiles,
 		replicas: replica.NewForwarder(cfg.InstanceID, cfg.Replicas),
 		admins:   cfg.AdminKeys, separate: cfg.SeparateMonitoring,
 	}
@@ -152,8 +159,35 @@ func New(cfg Config) *Server {
 	if s.jupyter != nil {
 		r.With(tokenFromQuery, s.requireKey, s.limitRate).Mount("/jupyter", http.StripPrefix("/jupyter", s.jupyter))
 	}
+	if s.e2b != nil {
+		control := r.With(e2bShape, s.requireKey, s.limitRate)
+		for _, p := range []string{"/sandboxes", "/sandboxes/*", "/v2/sandboxes", "/v2/sandboxes/*"} {
+			control.Handle(p, s.e2b)
+		}
+		s.e2bBox = s.withRequest(http.HandlerFunc(s.e2b.Sandbox))
+	}
 	s.router = r
 	return s
+}
+
+// E2B is the E2B front end (package e2b): its control plane, and what it serves for one
+// sandbox.
+type E2B interface {
+	http.Handler
+	Sandbox(w http.ResponseWriter, r *http.Request)
+}
+
+// e2bSandboxHeader names the sandbox a request of E2B's SDKs is for.
+const e2bSandboxHeader = "E2b-Sandbox-Id"
+
+type e2bShapeKey struct{}
+
+// e2bShape makes the errors kiln's middleware writes E2B's ({code, message}), which
+// the SDKs read.
+func e2bShape(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), e2bShapeKey{}, true)))
+	})
 }
 
 // tokenFromQuery takes a Jupyter client's ?token=KEY, which a browser's WebSocket
@@ -214,4 +248,10 @@ func (s *Server) mount(r chi.Router) {
 }
 
 // ServeHTTP makes Server an http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.e2bBox != nil && r.Header.Get(e2bSandboxHeader) != "" {
+		s.e2bBox.ServeHTTP(w, r)
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
