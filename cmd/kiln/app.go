@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kilnsh/kiln/api"
+	"github.com/kilnsh/kiln/e2b"
 	"github.com/kilnsh/kiln/egress"
 	"github.com/kilnsh/kiln/execution"
 	"github.com/kilnsh/kiln/executor"
@@ -53,6 +54,7 @@ type Main struct {
 	sessions  *session.Service
 	mcp       *mcp.Handler
 	jupyter   *jupyter.Handler
+	e2b       *e2b.Handler
 	server    *http.Server
 	listener  net.Listener
 	// monitor serves METRICS_LISTEN_ADDR when it is set.
@@ -157,6 +159,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Cancel:     m.exec.Cancel,
 		Continue:   m.exec.Continue,
 		Live:       m.live,
+		Hold:       m.pools,
 		TurnWait:   time.Duration(cfg.QueueTimeoutSeconds * float64(time.Second)),
 		RetryAfter: limits.RetryAfter,
 		Limits: session.Limits{MaxFileBytes: limits.MaxFileBytes, MaxFilesPerSession: cfg.MaxFilesPerSession,
@@ -206,6 +209,22 @@ func (m *Main) Run(ctx context.Context) error {
 		// A cell's code at its limit, with room for the message around it.
 		MaxCellBytes: int64(cfg.MaxCodeKB)<<10 + 1<<20,
 	})
+	// No E2B routes without templates; a nil *e2b.Handler would not be a nil api.E2B.
+	var e2bFront api.E2B
+	if templates, _ := cfg.e2bTemplates(); len(templates) > 0 { // checked by Validate
+		m.e2b = e2b.New(e2b.Config{
+			Sandboxes:    sessions,
+			Caller:       api.CallerOf,
+			Log:          m.log,
+			Templates:    templates,
+			MaxTimeout:   time.Duration(cfg.E2BMaxTimeoutSeconds) * time.Second,
+			MaxPerCaller: cfg.E2BMaxSandboxesPerCaller,
+			MilliCPU:     int64(cfg.SandboxCPUs * 1000),
+			MemoryMB:     cfg.SandboxMemoryMB,
+			DiskMB:       cfg.SandboxDataMB,
+		})
+		e2bFront = m.e2b
+	}
 	profiles, _ := api.ParseProfiles(cfg.ExecutionProfiles) // checked by Validate
 	handler := api.New(api.Config{
 		InstanceID: cfg.InstanceID,
@@ -231,6 +250,7 @@ func (m *Main) Run(ctx context.Context) error {
 		RateLimit:          api.RateLimit{PerMinute: cfg.RateLimitPerMinute},
 		MCP:                m.mcp,
 		Jupyter:            m.jupyter,
+		E2B:                e2bFront,
 		Replicas:           m.replicas(),
 		AdminKeys:          api.NewKeys(cfg.AdminKeys),
 		SeparateMonitoring: cfg.MetricsAddr != "",
@@ -267,6 +287,11 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/2 without TLS (prior knowledge) as well as HTTP/1.1: envd's Connect clients
+	// may speak either, as they do to E2B's own envd.
+	m.server.Protocols = new(http.Protocols)
+	m.server.Protocols.SetHTTP1(true)
+	m.server.Protocols.SetUnencryptedHTTP2(true)
 	go func() { m.served <- m.server.Serve(ln) }()
 	m.log.Info("kiln listening", "addr", ln.Addr().String(), "pools", fmt.Sprint(specs), "sandboxes", cfg.Runtime, "runtime", traits.Isolation, "instance", cfg.InstanceID)
 	return nil
@@ -316,6 +341,10 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 			// MCP sessions hold event streams open; ending them lets Shutdown finish.
 			m.mcp.Close()
+			// A held E2B sandbox ends with the process that holds it; its streams end too.
+			if m.e2b != nil {
+				m.e2b.Close()
+			}
 			if err := m.jupyter.Close(sctx); err != nil {
 				m.log.Warn("grace period over with Jupyter cells still running", "err", err)
 			}

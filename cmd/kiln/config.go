@@ -175,6 +175,11 @@ type Config struct {
 	JupyterMaxKernels     int   `envconfig:"JUPYTER_MAX_KERNELS" default:"16"`
 	JupyterMaxConnections int   `envconfig:"JUPYTER_MAX_CONNECTIONS" default:"8"`
 	JupyterMaxQueuedMB    int64 `envconfig:"JUPYTER_MAX_QUEUED_MB" default:"16"`
+	// E2B's SDKs (/sandboxes, docs/e2b.md): the templates by the language of the pool that
+	// serves each, the longest life a sandbox may be given, and how many one caller holds.
+	E2BTemplates             string `envconfig:"E2B_TEMPLATES" default:"base=python,code-interpreter-v1=python"`
+	E2BMaxTimeoutSeconds     int    `envconfig:"E2B_MAX_TIMEOUT_SECONDS" default:"3600"`
+	E2BMaxSandboxesPerCaller int    `envconfig:"E2B_MAX_SANDBOXES_PER_CALLER" default:"8"`
 
 	EgressConfig
 	egress *egressSetup // parsed from EgressConfig by LoadConfig
@@ -379,6 +384,10 @@ func (c Config) Validate() error {
 	check(c.MCPIdleMinutes >= 1, "MCP_IDLE_MINUTES must be at least 1, got %d", c.MCPIdleMinutes)
 	check(c.JupyterMaxKernels >= 1, "JUPYTER_MAX_KERNELS must be at least 1, got %d", c.JupyterMaxKernels)
 	check(c.JupyterMaxConnections >= 1, "JUPYTER_MAX_CONNECTIONS must be at least 1, got %d", c.JupyterMaxConnections)
+	_, e2bErr := c.e2bTemplates()
+	check(e2bErr == nil, "E2B_TEMPLATES: %v", e2bErr)
+	check(c.E2BMaxTimeoutSeconds >= 1, "E2B_MAX_TIMEOUT_SECONDS must be at least 1, got %d", c.E2BMaxTimeoutSeconds)
+	check(c.E2BMaxSandboxesPerCaller >= 1, "E2B_MAX_SANDBOXES_PER_CALLER must be at least 1, got %d", c.E2BMaxSandboxesPerCaller)
 	check(c.JupyterMaxQueuedMB >= 1, "JUPYTER_MAX_QUEUED_MB must be at least 1, got %d", c.JupyterMaxQueuedMB)
 	check(c.MaxConcurrentPerKey >= 0, "MAX_CONCURRENT_PER_KEY must not be negative (0 turns it off), got %d", c.MaxConcurrentPerKey)
 	check(c.SandboxImage != "", "SANDBOX_IMAGE must not be empty")
@@ -458,4 +467,22 @@ func (c Config) PoolSpecs() ([]PoolSpec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// e2bTemplates parses E2B_TEMPLATES: "template=language,...".
+func (c *Config) e2bTemplates() (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(c.E2BTemplates, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, lang, ok := strings.Cut(item, "=")
+		name, lang = strings.TrimSpace(name), strings.ToLower(strings.TrimSpace(lang))
+		if !ok || name == "" || lang == "" {
+			return nil, fmt.Errorf("%q is not template=language", item)
+		}
+		out[name] = lang
+	}
+	return out, nil
 }
