@@ -6,6 +6,8 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 # staticcheck, pinned; installed into bin/tools through the Go module proxy by `make lint`.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)
+# buf, pinned; `make proto` runs it through the Go module proxy.
+BUF_VERSION := v1.75.0
 
 # When make test began (epoch seconds), for the steps' times; sub-makes inherit it.
 ifndef TEST_STARTED
@@ -13,7 +15,7 @@ TEST_STARTED := $(shell date +%s)
 endif
 export TEST_STARTED
 
-.PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps test-jupyter-deps image docker redis lint bench bench-before clean chromium compose-up compose-down
+.PHONY: all build run test test-runsc test-k8s test-unit test-image test-mcp-deps test-ptc-deps test-jupyter-deps test-e2b-deps proto image docker redis lint bench bench-before clean chromium compose-up compose-down
 
 all: build
 
@@ -76,11 +78,11 @@ test:
 
 ## test-deps: what make test needs before its suites: the daemons and tools it starts or builds, the images, and the lint (versitygw and Helm last: make test builds them in the background meanwhile)
 .PHONY: test-deps
-test-deps: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps s3 helm
+test-deps: docker redis chromium prometheus image lint test-mcp-deps test-ptc-deps test-jupyter-deps test-e2b-deps s3 helm
 
-## test-runsc: the sandbox contract, egress, the integration, fault and abuse suites again with every sandbox under gVisor (runsc); make test ends with it
-test-runsc: docker redis image
-	test/leftovers.sh env KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/runtime/ ./test/egress/ ./test/integration/ ./test/fault/ ./test/abuse/
+## test-runsc: the sandbox contract, egress, the integration, fault, abuse and E2B suites again with every sandbox under gVisor (runsc); make test ends with it
+test-runsc: docker redis image test-e2b-deps
+	test/leftovers.sh env KILN_TEST_RUNTIME=runsc $(GO) test $(GOTEST_FLAGS) -p 1 ./test/runtime/ ./test/egress/ ./test/integration/ ./test/fault/ ./test/abuse/ ./test/e2b/
 
 ## test-mcp-deps: the MCP TypeScript SDK (pinned in test/mcp/node/package-lock.json) for test/mcp, with this machine's npm
 test-mcp-deps: test/mcp/node/node_modules/.installed
@@ -108,6 +110,17 @@ test/ptc/node/node_modules/.installed: test/ptc/node/package.json test/ptc/node/
 	cd test/ptc/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
+## test-e2b-deps: E2B's JS SDK, the pinned version and the oldest kiln supports (test/e2b/node/package-lock.json), for test/e2b
+test-e2b-deps: test/e2b/node/node_modules/.installed
+
+test/e2b/node/node_modules/.installed: test/e2b/node/package.json test/e2b/node/package-lock.json
+	cd test/e2b/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+## proto: regenerate e2b/gen from the .proto files in e2b/proto (buf, pinned, through the Go module proxy)
+proto:
+	cd e2b && $(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate
+
 ## test-unit: the tests that need no Docker: every package outside test/
 test-unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '^github.com/kilnsh/kiln/test/')
@@ -125,7 +138,7 @@ $(STATICCHECK):
 	mv bin/tools/staticcheck $@
 
 ## bench: the performance benchmarks, Docker then Kubernetes (the test cluster, started and stopped around it); writes test/results/bench/
-bench: docker image build test-jupyter-deps
+bench: docker image build test-jupyter-deps test-e2b-deps
 	deploy/k8s/test.sh $(GO) run ./test/bench $(BENCH_FLAGS)
 
 ## bench-before: this tree against an older build, side by side (BEFORE=commit; writes test/results/bench-before/)
@@ -146,9 +159,9 @@ compose-down:
 
 .PHONY: k8s-up k8s-down k8s-smoke test-k8s
 # The suites run against kiln on Kubernetes: what does not depend on Docker itself.
-K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/ ./test/jupyter/
-## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat, MCP and Jupyter suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
-test-k8s: docker helm chromium image test-mcp-deps test-ptc-deps test-jupyter-deps
+K8S_SUITES := ./test/runtime/ ./test/egress/ ./test/integration/ ./test/abuse/ ./test/languages/ ./test/librechat/ ./test/mcp/ ./test/jupyter/ ./test/e2b/
+## test-k8s: the sandbox contract, egress, the integration, abuse, language, LibreChat, MCP, Jupyter and E2B suites with every sandbox a Pod of the single-node test Kubernetes (built from the Go module proxy into .cache/k8s on first use), which it starts and stops; make test ends with it
+test-k8s: docker helm chromium image test-mcp-deps test-ptc-deps test-jupyter-deps test-e2b-deps
 	test/leftovers.sh deploy/k8s/test.sh $(GO) test $(GOTEST_FLAGS) -p 1 $(K8S_SUITES)
 
 ## k8s-up: start the single-node Kubernetes for tests (deploy/k8s/cluster.sh up); builds it into .cache/k8s from the Go module proxy on first use (minutes), then starts in seconds
