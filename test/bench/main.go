@@ -40,6 +40,7 @@ func main() {
 		abCalls = flag.Int("before-calls", 10, "calls per row and build in the -before comparison")
 		onlyR   = flag.Bool("replicas-only", false, "measure only the replicas rows: a live session's calls sent to its replica and forwarded by another")
 		onlyL   = flag.Bool("live-only", false, "measure only the live session rows (print(1), holding 48 MB and the capture's memory, small calls, memory), with no floor")
+		onlyB   = flag.Bool("e2b-only", false, "measure only the E2B rows: E2B's JS SDK against kiln, and the REST calls they are set against")
 		onlyK   = flag.Bool("k8s-only", false, "measure only the Kubernetes phase: kiln with RUNTIME=kubernetes on the cluster of $KUBECONFIG, its floor on bare Pods, sandbox starts on both runtimes")
 	)
 	flag.Parse()
@@ -72,6 +73,9 @@ func main() {
 		res.Meta.Target = "kiln with egress started by the benchmark (kilntest), upstreams on loopback; the floor"
 		b.floorPhase(ctx, res)
 		err = b.egressPhase(ctx, res)
+	case *onlyB:
+		res.Meta.Target = "kiln started by the benchmark (kilntest), E2B's JS SDK and kiln's REST API on loopback"
+		err = b.e2bPhase(ctx, res)
 	case *onlyJ:
 		res.Meta.Target = "kiln's kernels and a Jupyter Server + ipykernel container, both started by the benchmark, loopback"
 		err = b.jupyterPhase(ctx, res)
@@ -98,7 +102,7 @@ func main() {
 	if rerr := os.RemoveAll(tmp); rerr != nil {
 		log.Printf("bench: removing %s: %v", tmp, rerr)
 	}
-	res.Ratios = append(append(append(append(ratios(res), egressRatios(res)...), jupyterRatios(res)...), kubeRatios(res)...), replicaRatios(res)...)
+	res.Ratios = append(append(append(append(append(ratios(res), egressRatios(res)...), jupyterRatios(res)...), e2bRatios(res)...), kubeRatios(res)...), replicaRatios(res)...)
 	res.Breakdown = append(breakdown(res), kubeBreakdown(res)...)
 	if err != nil {
 		log.Printf("bench: %v", err)
@@ -130,6 +134,7 @@ type counts struct {
 	starts   int           // sandbox starts on each runtime, in the Kubernetes phase
 	egress   int           // downloads through the egress proxy, and by the host
 	kernel   int           // small cells through a Jupyter kernel, on kiln and on Jupyter Server
+	e2b      int           // creates and commands through E2B's SDK (a quarter as many 20 MB files)
 	// liveCalls are the calls of the live print(1) row and of its floor; cells the
 	// rounds of small calls, for kiln and for the floor alike.
 	liveCalls, cells int
@@ -143,13 +148,13 @@ type counts struct {
 func defaultCounts() counts {
 	return counts{waves: map[int]int{1: 30, 2: 6, 4: 3, 8: 2}, state: 8, complex: 3, cold: 3, split: 3, firstUse: 3, preload: 20 * time.Second,
 		bigState: 3, files: 12, floorExecs: 30, floorPings: 4, floorStates: 8, floorFiles: 12, bytesReps: 3, stream: 8,
-		liveCalls: 30, cells: 3, starts: 8, egress: 5, kernel: 50}
+		liveCalls: 30, cells: 3, starts: 8, egress: 5, kernel: 50, e2b: 20}
 }
 
 func quickCounts() counts {
 	return counts{waves: map[int]int{1: 5, 2: 2, 4: 1, 8: 1}, state: 2, complex: 1, cold: 1, split: 1, firstUse: 1, preload: 5 * time.Second,
 		bigState: 1, files: 1, floorExecs: 2, floorPings: 1, floorStates: 1, floorFiles: 1, bytesReps: 1, stream: 2,
-		liveCalls: 3, cells: 1, starts: 2, egress: 1, kernel: 6}
+		liveCalls: 3, cells: 1, starts: 2, egress: 1, kernel: 6, e2b: 4}
 }
 
 type bench struct {
@@ -245,6 +250,9 @@ func (b *bench) runLocal(ctx context.Context, res *Results) error {
 	}
 	if err := b.jupyterPhase(ctx, res); err != nil {
 		log.Printf("jupyter: %v", err)
+	}
+	if err := b.e2bPhase(ctx, res); err != nil {
+		log.Printf("e2b: %v", err)
 	}
 
 	log.Printf("kiln B: the memory of one upload, then pool exhaustion")
