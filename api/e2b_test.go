@@ -63,10 +63,14 @@ func TestE2BRoutes(t *testing.T) {
 			t.Errorf("POST %s for a sandbox: got %d, want the sandbox handler's 200", path, rec.Code)
 		}
 	}
+	// A signed URL from downloadUrl, opened by a browser: no header, its signature names its sandbox.
+	if rec := serve(t, s, "GET", "/files?path=a.txt&signature=v1_x", "", "", nil); rec.Code != http.StatusOK {
+		t.Errorf("GET of a signed /files URL: got %d, want the sandbox handler's 200", rec.Code)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.control) != 4 || len(f.boxes) != 4 {
-		t.Fatalf("control plane heard %v, sandboxes %v; want 4 each", f.control, f.boxes)
+	if len(f.control) != 4 || len(f.boxes) != 5 {
+		t.Fatalf("control plane heard %v, sandboxes %v; want 4 and 5", f.control, f.boxes)
 	}
 	for i, ok := range f.flusher {
 		if !ok {

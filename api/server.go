@@ -70,8 +70,8 @@ type Config struct {
 	Jupyter http.Handler
 	// E2B serves E2B's SDKs, when set: its control plane at /sandboxes and
 	// /v2/sandboxes behind the key (sent as X-API-KEY), its errors in E2B's shape; and
-	// every request that names a sandbox in E2b-Sandbox-Id, whatever its path, with no
-	// key (a sandbox's access token guards it).
+	// every request that names a sandbox in E2b-Sandbox-Id, whatever its path, or is a
+	// signed /files URL, with no key (a sandbox's access token guards it).
 	E2B E2B
 	// InstanceID names this kiln in continuation tokens, so that another instance that
 	// gets one can say where it belongs.
@@ -180,6 +180,12 @@ type E2B interface {
 // e2bSandboxHeader names the sandbox a request of E2B's SDKs is for.
 const e2bSandboxHeader = "E2b-Sandbox-Id"
 
+// signedFileURL reports whether r is a URL that an E2B SDK's downloadUrl or uploadUrl
+// made, opened without the SDK: it names its sandbox by its signature alone.
+func signedFileURL(r *http.Request) bool {
+	return r.URL.Path == "/files" && r.URL.Query().Has("signature")
+}
+
 type e2bShapeKey struct{}
 
 // e2bShape makes the errors kiln's middleware writes E2B's ({code, message}), which
@@ -249,7 +255,7 @@ func (s *Server) mount(r chi.Router) {
 
 // ServeHTTP makes Server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.e2bBox != nil && r.Header.Get(e2bSandboxHeader) != "" {
+	if s.e2bBox != nil && (r.Header.Get(e2bSandboxHeader) != "" || signedFileURL(r)) {
 		s.e2bBox.ServeHTTP(w, r)
 		return
 	}
