@@ -76,7 +76,7 @@ def entry(path: str) -> dict[str, Any]:
     target = None
     if stat.S_ISLNK(info.st_mode):
         kind = "symlink"
-        target = os.path.realpath(path)
+        target = shown(os.path.realpath(path))
         try:
             if os.path.isdir(path):
                 kind = "dir"
@@ -92,7 +92,46 @@ def entry(path: str) -> dict[str, Any]:
     }
     if target is not None:
         out["symlink_target"] = target
+    if kind == "file" and (metadata := file_metadata(path)):
+        out["metadata"] = metadata
     return out
+
+
+METADATA_PREFIX = "user.e2b."  # where envd keeps a file's metadata: its extended attributes
+
+
+def file_metadata(path: str) -> dict[str, str]:
+    try:
+        names = [n for n in os.listxattr(path) if n.startswith(METADATA_PREFIX)]
+        return {n[len(METADATA_PREFIX):]: os.getxattr(path, n).decode(errors="replace") for n in names}
+    except OSError:
+        return {}  # no extended attributes on this file system, or the file went
+
+
+def set_metadata(fd: int, path: str, metadata: dict[str, str]) -> None:
+    """Replaces the file's metadata: an overwrite keeps none of what the file had."""
+    try:
+        for name in os.listxattr(fd):
+            if name.startswith(METADATA_PREFIX):
+                os.removexattr(fd, name)
+        for key, value in metadata.items():
+            os.setxattr(fd, METADATA_PREFIX + str(key), str(value).encode())
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP) and not metadata:
+            return  # nothing to clear where nothing can be kept
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise AgentError("failed_precondition",
+                             f"file metadata needs extended attributes, which the file system of {path} lacks") from None
+        raise os_error(exc, path) from None
+
+
+def shown(path: str) -> str:
+    """A resolved path with the home under its own name: /home/user is /mnt/data by another
+    name, and callers know the files they made as the home's."""
+    real = os.path.realpath(HOME)
+    if real != HOME and (path == real or path.startswith(real + "/")):
+        return HOME + path[len(real):]
+    return path
 
 
 def name_of(lookup: Callable[[int], Any], ident: int) -> str:
@@ -133,8 +172,9 @@ class Agent:
             "proc.update": self.update, "proc.unsubscribe": self.unsubscribe,
             "fs.stat": self.stat, "fs.list": self.list_dir, "fs.mkdir": self.mkdir, "fs.move": self.move,
             "fs.remove": self.remove, "file.read": self.read, "file.write": self.write,
-            "sys.metrics": self.metrics,
+            "fs.watch": self.watch, "fs.unwatch": self.unwatch, "sys.metrics": self.metrics,
         }
+        self._watches: dict[int, threading.Event] = {}  # by call: set to end that watch
         self._last_cpu: tuple[float, int] | None = None  # (monotonic seconds, cgroup usage_usec)
 
     def pids(self) -> set[int]:
@@ -411,14 +451,55 @@ class Agent:
         return {"entry": entry(destination)}
 
     def remove(self, _: int, args: dict[str, Any], __: memoryview) -> dict[str, Any]:
+        """Removes a file or a tree; what is not there is already removed, as envd has it."""
         path = resolve(args.get("path"))
         try:
             if os.path.isdir(path) and not os.path.islink(path):
                 remove_tree(path)
             else:
                 os.remove(path)
+        except FileNotFoundError:
+            pass
         except OSError as exc:
             raise os_error(exc, path) from None
+        return {}
+
+    def watch(self, call: int, args: dict[str, Any], _: memoryview) -> dict[str, Any]:
+        """A directory's changes as they happen (inotify, through watchdog): a start event once
+        the watch is in place, then one event per change, named relative to the directory,
+        until fs.unwatch names this call."""
+        root = resolve(args.get("path"))
+        if not os.path.isdir(root):
+            if os.path.lexists(root):
+                raise AgentError("invalid_argument", f"path {root} is not a directory")
+            raise AgentError("not_found", f"path {root} does not exist")
+        from watchdog.observers.inotify import InotifyObserver  # only an agent that watches pays for it
+
+        with self._lock:
+            stop = self._watches.setdefault(call, threading.Event())  # an unwatch may come first
+        observer = InotifyObserver()
+        try:
+            observer.schedule(Changes(self, call, root, bool(args.get("include_entry"))), root,
+                              recursive=bool(args.get("recursive")))
+            observer.start()
+        except OSError as exc:
+            with self._lock:
+                self._watches.pop(call, None)
+            raise os_error(exc, root) from None
+        try:
+            self.event(call, {"start": True})
+            stop.wait()
+        finally:
+            observer.stop()
+            observer.join()
+            with self._lock:
+                self._watches.pop(call, None)
+        return {}
+
+    def unwatch(self, _: int, args: dict[str, Any], __: memoryview) -> dict[str, Any]:
+        target = int(args.get("target") or 0)
+        with self._lock:
+            self._watches.setdefault(target, threading.Event()).set()
         return {}
 
     def read(self, call: int, args: dict[str, Any], _: memoryview) -> dict[str, Any]:
@@ -445,6 +526,8 @@ class Agent:
                     raise AgentError("invalid_argument", f"path {path} is a directory")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if offset == 0 else 0), 0o644)
             try:
+                if offset == 0:
+                    set_metadata(fd, path, args.get("metadata") or {})
                 os.lseek(fd, offset, os.SEEK_SET)
                 view = data
                 while view:
@@ -454,6 +537,39 @@ class Agent:
         except OSError as exc:
             raise os_error(exc, path) from None
         return {"entry": entry(path)} if args.get("last") else {}
+
+
+class Changes:
+    """A watch's handler for watchdog: its events as envd's (create, write, remove, rename),
+    each with the changed entry when asked and it is still there."""
+
+    def __init__(self, agent: Agent, call: int, root: str, include_entry: bool) -> None:
+        self._agent, self._call, self._root, self._include_entry = agent, call, root, include_entry
+
+    def dispatch(self, event: Any) -> None:
+        kind = event.event_type
+        if kind == "created":
+            changes = [("create", event.src_path)]
+        elif kind == "modified" and not event.is_directory:  # a directory's own change is its children's
+            changes = [("write", event.src_path)]
+        elif kind == "deleted":
+            changes = [("remove", event.src_path)]
+        elif kind == "moved":
+            changes = [("rename", event.src_path), ("create", event.dest_path)]
+        else:
+            return  # opened, closed: envd says nothing of them
+        for op, path in changes:
+            path = os.fsdecode(path)
+            name = os.path.relpath(path, self._root)
+            if name == "." or name.startswith("../"):
+                continue  # the directory itself, or where a move took its file
+            out: dict[str, Any] = {"name": name, "op": op}
+            if self._include_entry and op in ("create", "write"):
+                try:
+                    out["entry"] = entry(path)
+                except AgentError:
+                    pass  # gone again already
+            self._agent.event(self._call, out)
 
 
 def cgroup_value(name: str, key: str = "") -> int:

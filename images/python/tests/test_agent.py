@@ -121,6 +121,51 @@ class AgentTest(ReplTestCase):
         self.assertEqual(self.agent.result("fs.stat", path=os.path.join(self.dir, "sub"))["code"], "not_found")
         self.assertEqual(self.agent.result("file.read", path=path)["code"], "not_found")
 
+    def test_removing_what_is_not_there_succeeds(self) -> None:
+        self.assertNotIn("code", self.agent.result("fs.remove", path=os.path.join(self.dir, "never")))
+
+    def test_a_write_keeps_its_metadata_and_an_overwrite_drops_it(self) -> None:
+        path = os.path.join(self.dir, "m.txt")
+        end = self.agent.result("file.write", b"x", path=path, offset=0, last=True, metadata={"author": "ada"})
+        self.assertEqual(end["event"]["entry"]["metadata"], {"author": "ada"})
+        self.assertEqual(os.getxattr(path, "user.e2b.author"), b"ada")
+        os.setxattr(path, "user.e2b.extra", b"1")
+        self.assertEqual(self.agent.result("fs.stat", path=path)["event"]["entry"]["metadata"],
+                         {"author": "ada", "extra": "1"})
+        end = self.agent.result("file.write", b"y", path=path, offset=0, last=True)
+        self.assertNotIn("metadata", end["event"]["entry"])
+
+    def test_a_watch_names_each_change_below_its_directory_until_unwatched(self) -> None:
+        nested = os.path.join(self.dir, "a")
+        os.mkdir(nested)
+        call = self.agent.call("fs.watch", path=self.dir, recursive=True, include_entry=True)
+        self.assertEqual(self.agent.next(call)["event"], {"start": True})
+        with open(os.path.join(nested, "f.txt"), "w") as handle:
+            handle.write("hi")
+        seen: list[tuple[str, str]] = []
+
+        def until(change: tuple[str, str]) -> dict[str, Any]:
+            while True:
+                event = self.agent.next(call)["event"]
+                seen.append((event["op"], event["name"]))
+                if seen[-1] == change:
+                    return dict(event)
+
+        self.assertEqual(until(("write", "a/f.txt"))["entry"]["path"], os.path.join(nested, "f.txt"))
+        os.rename(os.path.join(nested, "f.txt"), os.path.join(self.dir, "g.txt"))
+        os.remove(os.path.join(self.dir, "g.txt"))
+        until(("remove", "g.txt"))
+        for change in [("create", "a/f.txt"), ("write", "a/f.txt"), ("rename", "a/f.txt"), ("create", "g.txt")]:
+            self.assertIn(change, seen)
+        self.assertNotIn("code", self.agent.result("fs.unwatch", target=call))
+        self.assertTrue(self.agent.until_end(call)[1]["end"])
+
+    def test_a_watch_of_what_is_not_a_directory_fails_at_once(self) -> None:
+        self.assertEqual(self.agent.result("fs.watch", path=os.path.join(self.dir, "none"))["code"], "not_found")
+        path = os.path.join(self.dir, "file")
+        open(path, "w").close()
+        self.assertEqual(self.agent.result("fs.watch", path=path)["code"], "invalid_argument")
+
     def test_metrics_come_from_the_cgroup(self) -> None:
         first = self.agent.result("sys.metrics")["event"]
         self.assertGreater(first["mem_total"], 0)
