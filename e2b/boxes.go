@@ -3,6 +3,7 @@ package e2b
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -21,9 +22,10 @@ type box struct {
 	held     *session.Held
 	started  time.Time
 
-	mu    sync.Mutex
-	end   time.Time
-	timer *time.Timer
+	mu       sync.Mutex
+	end      time.Time
+	timer    *time.Timer
+	watchers map[string]*watcher // the polled watchers, by id
 }
 
 func (b *box) endAt() time.Time {
@@ -97,6 +99,20 @@ func (t *boxes) take(id string) *box {
 	b := t.m[id]
 	delete(t.m, id)
 	return b
+}
+
+// signedFor returns the secure box whose token signed r (expired or not), a /files request of a URL that
+// downloadUrl or uploadUrl made, or nil. With E2B_SANDBOX_URL set those URLs name no
+// sandbox, so the signature, which only the sandbox's token can make, is what names it.
+func (t *boxes) signedFor(r *http.Request) *box {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range t.m {
+		if b.token != "" && signedBy(r, b) {
+			return b
+		}
+	}
+	return nil
 }
 
 // owned returns the owner's boxes, oldest first, ties by id.

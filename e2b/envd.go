@@ -35,10 +35,18 @@ const (
 
 type boxKey struct{}
 
-// Sandbox serves a request for a sandbox (one that carries HeaderSandboxID): envd's
-// routes, behind the sandbox's access token.
+// Sandbox serves a request for a sandbox (one that carries HeaderSandboxID, or a signed
+// /files URL): envd's routes, behind the sandbox's access token.
 func (h *Handler) Sandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(HeaderSandboxID)
+	if id == "" {
+		b := h.boxes.signedFor(r)
+		if b == nil {
+			writeError(w, http.StatusUnauthorized, "the URL's signature is not one of a running sandbox: it is wrong or expired, or its sandbox has ended")
+			return
+		}
+		id = b.id
+	}
 	b := h.boxes.get(id)
 	if b == nil {
 		// What E2B's edge answers for a sandbox that is not running: the SDKs read 502
@@ -56,9 +64,11 @@ func (h *Handler) Sandbox(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if b.token != "" && !h.authorized(r, b) {
-		writeError(w, http.StatusUnauthorized, "this sandbox is secure: send its envdAccessToken as X-Access-Token")
-		return
+	if b.token != "" {
+		if why := h.unauthorized(r, b); why != "" {
+			writeError(w, http.StatusUnauthorized, "%s", why)
+			return
+		}
 	}
 	if user := requestUser(r); user != "" && user != "user" {
 		writeError(w, http.StatusForbidden, "user %q is not available: kiln runs a sandbox's processes as its one unprivileged user, \"user\"", user)
@@ -72,14 +82,26 @@ func (h *Handler) Sandbox(w http.ResponseWriter, r *http.Request) {
 	h.envd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), boxKey{}, b)))
 }
 
-func (h *Handler) authorized(r *http.Request, b *box) bool {
+// unauthorized says why a request may not reach a secure sandbox, or "" when it may: it
+// carries the sandbox's token, or is a /files URL the token signed that has not expired.
+// The messages for a signature are envd's, which the SDKs' tests compare.
+func (h *Handler) unauthorized(r *http.Request, b *box) string {
 	if t := r.Header.Get("X-Access-Token"); t != "" {
-		return subtle.ConstantTimeCompare([]byte(t), []byte(b.token)) == 1
+		if subtle.ConstantTimeCompare([]byte(t), []byte(b.token)) == 1 {
+			return ""
+		}
+		return "the access token is not this sandbox's"
 	}
-	if r.URL.Path == "/files" {
-		return validSignature(r, b)
+	if r.URL.Path == "/files" && r.URL.Query().Has("signature") {
+		switch {
+		case !signedBy(r, b):
+			return "invalid signature"
+		case signatureExpired(r):
+			return "signature is already expired"
+		}
+		return ""
 	}
-	return false
+	return "this sandbox is secure: send its envdAccessToken as X-Access-Token"
 }
 
 // requestUser is the user an SDK asks to act as: the Basic credentials' name on RPCs,

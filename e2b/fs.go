@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -25,16 +24,17 @@ func filesystemHandler(h *Handler) (string, http.Handler) {
 
 // agentEntry is a file as the agent describes it.
 type agentEntry struct {
-	Name          string  `json:"name"`
-	Type          string  `json:"type"`
-	Path          string  `json:"path"`
-	Size          int64   `json:"size"`
-	Mode          uint32  `json:"mode"`
-	Permissions   string  `json:"permissions"`
-	Owner         string  `json:"owner"`
-	Group         string  `json:"group"`
-	MtimeNS       int64   `json:"mtime_ns"`
-	SymlinkTarget *string `json:"symlink_target"`
+	Name          string            `json:"name"`
+	Type          string            `json:"type"`
+	Path          string            `json:"path"`
+	Size          int64             `json:"size"`
+	Mode          uint32            `json:"mode"`
+	Permissions   string            `json:"permissions"`
+	Owner         string            `json:"owner"`
+	Group         string            `json:"group"`
+	MtimeNS       int64             `json:"mtime_ns"`
+	SymlinkTarget *string           `json:"symlink_target"`
+	Metadata      map[string]string `json:"metadata"`
 }
 
 func (e agentEntry) proto() *filesystem.EntryInfo {
@@ -46,7 +46,7 @@ func (e agentEntry) proto() *filesystem.EntryInfo {
 		t = filesystem.FileType_FILE_TYPE_SYMLINK
 	}
 	return &filesystem.EntryInfo{Name: e.Name, Type: t, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: e.Permissions,
-		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(time.Unix(0, e.MtimeNS)), SymlinkTarget: e.SymlinkTarget}
+		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(time.Unix(0, e.MtimeNS)), SymlinkTarget: e.SymlinkTarget, Metadata: e.Metadata}
 }
 
 // entryCall runs a method whose result is one entry.
@@ -111,14 +111,4 @@ func (f files) Remove(ctx context.Context, req *connect.Request[filesystem.Remov
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
-}
-
-var errNoWatch = errors.New("watching a directory is not supported by kiln yet")
-
-func (f files) WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error {
-	return connect.NewError(connect.CodeUnimplemented, errNoWatch)
-}
-
-func (f files) CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNoWatch)
 }

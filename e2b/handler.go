@@ -19,9 +19,11 @@ import (
 )
 
 // EnvdVersion is the envd version kiln reports: the SDKs turn features on by it, and
-// kiln implements what they expect of it (stdin, the default user, CloseStdin, octet-stream
-// uploads), not file metadata (0.6.2) or the watchers' entry info (0.6.3).
-const EnvdVersion = "0.5.7"
+// kiln implements what they expect of it: stdin, the default user, CloseStdin, octet-stream
+// and gzip uploads, file metadata (0.6.2), the watchers' entry info (0.6.3) and their
+// network-mount flag (0.6.4, which changes nothing here: a sandbox mounts no network file
+// system).
+const EnvdVersion = "0.6.4"
 
 // Sandboxes is what the front end needs of the session layer.
 type Sandboxes interface {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +14,9 @@ import (
 const maxListLimit = 100
 
 // list answers GET /v2/sandboxes (and the older GET /sandboxes): the caller's sandboxes,
-// oldest first, filtered by metadata ("k=v&k2=v2", URL-encoded as the SDKs send it) and
-// state, a page at a time; X-Next-Token names where the next page starts.
+// newest first unless order=asc, filtered by metadata ("k=v&k2=v2", URL-encoded as the
+// SDKs send it), state, template and startedAfter, a page at a time. X-Next-Token is the
+// last sandbox's start and id, so a page follows on even when that sandbox has ended.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	want, err := url.ParseQuery(q.Get("metadata"))
@@ -43,33 +45,86 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	after := q.Get("nextToken")
+	desc := true
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		writeError(w, http.StatusBadRequest, "order %q is not asc or desc", q.Get("order"))
+		return
+	}
+	var since time.Time
+	if s := q.Get("startedAfter"); s != "" {
+		if since, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			writeError(w, http.StatusBadRequest, "startedAfter is not an RFC 3339 time: %v", err)
+			return
+		}
+	}
+	var from *pageMark
+	if s := q.Get("nextToken"); s != "" {
+		m, ok := parseMark(s)
+		if !ok {
+			writeError(w, http.StatusBadRequest, "nextToken %q is not one kiln gave", s)
+			return
+		}
+		from = &m
+	}
+	template := q.Get("template")
+	owned := h.boxes.owned(h.cfg.Caller(r).Principal())
+	if desc {
+		slices.Reverse(owned)
+	}
 	out := []sandboxJSON{}
-	next := ""
-	passed := after == ""
-	for _, b := range h.boxes.owned(h.cfg.Caller(r).Principal()) {
-		if !passed {
-			passed = b.id == after
+	var last *box
+	more := false
+	for _, b := range owned {
+		if from != nil && !from.before(b, desc) {
 			continue
 		}
 		if len(states) > 0 && !states["running"] {
 			continue // kiln's held sandboxes are all running
 		}
-		if !matches(b.metadata, want) {
+		if !matches(b.metadata, want) || (template != "" && b.template != template) || b.started.Before(since) {
 			continue
 		}
 		if len(out) == limit {
-			next = out[len(out)-1].SandboxID
+			more = true
 			break
 		}
 		out = append(out, h.describe(b, false, true))
+		last = b
 	}
-	if next != "" {
-		w.Header().Set("X-Next-Token", next)
+	if more {
+		w.Header().Set("X-Next-Token", markOf(last).String())
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// pageMark is where a page of the list ended: a sandbox's start and id, the list's order.
+type pageMark struct {
+	started int64
+	id      string
+}
+
+func markOf(b *box) pageMark { return pageMark{b.started.UnixNano(), b.id} }
+
+func (m pageMark) String() string { return strconv.FormatInt(m.started, 10) + "." + m.id }
+
+func parseMark(s string) (pageMark, bool) {
+	n, id, ok := strings.Cut(s, ".")
+	started, err := strconv.ParseInt(n, 10, 64)
+	return pageMark{started, id}, ok && err == nil && id != ""
+}
+
+// before reports whether the mark comes before b in the list's order, so b is on a later page.
+func (m pageMark) before(b *box, desc bool) bool {
+	o := markOf(b)
+	if desc {
+		m, o = o, m
+	}
+	return m.started < o.started || (m.started == o.started && m.id < o.id)
+}
 func matches(have map[string]string, want url.Values) bool {
 	for k, vs := range want {
 		for _, v := range vs {
@@ -94,11 +149,29 @@ type metricJSON struct {
 }
 
 // metrics answers GET /sandboxes/{id}/metrics with one sample, read now from the
-// sandbox's own cgroup by its agent.
+// sandbox's own cgroup by its agent: kiln keeps no history, so a range given by start
+// and end (Unix seconds) that does not hold now has no samples.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, id string) {
 	b := h.owned(w, r, id)
 	if b == nil {
 		return
+	}
+	now := time.Now()
+	for _, bound := range []string{"start", "end"} {
+		s := r.URL.Query().Get(bound)
+		if s == "" {
+			continue
+		}
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || sec < 0 {
+			writeError(w, http.StatusBadRequest, "%s is not a Unix time in seconds", bound)
+			return
+		}
+		// A second's slack either way: the SDKs round their bounds to whole seconds.
+		if (bound == "start" && now.Unix() < sec-1) || (bound == "end" && now.Unix() > sec+1) {
+			writeJSON(w, http.StatusOK, []metricJSON{})
+			return
+		}
 	}
 	var m struct {
 		CPUCount   int64   `json:"cpu_count"`
@@ -117,7 +190,6 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusInternalServerError, "the sandbox's metrics could not be read: %v", err)
 		return
 	}
-	now := time.Now()
 	writeJSON(w, http.StatusOK, []metricJSON{{Timestamp: now.UTC().Format(time.RFC3339Nano), TimestampUnix: now.Unix(),
 		CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct, MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
 		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal}})

@@ -145,7 +145,7 @@ func (p processes) relay(ctx context.Context, b *box, st *sandbox.AgentStream, h
 			if ctx.Err() != nil {
 				return rpcError(ctx.Err())
 			}
-			return rpcError(p.h.gone(b, err))
+			return p.h.cut(b, err)
 		}
 		if e.End && e.Code != "" {
 			return rpcError(&agentError{code: codeOf(e.Code), message: e.Error})
