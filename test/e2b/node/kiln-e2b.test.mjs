@@ -2,7 +2,7 @@
 // E2B_API_KEY is one of its keys (test/e2b runs this; KILN_OTHER_KEY is another caller's).
 import { test as nodeTest } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError, FileType } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, FileNotFoundError, FileType, FilesystemEventType, TimeoutError } from 'e2b'
 import * as Oldest from 'e2b-oldest'
 
 // A test that hangs fails on its own, naming itself, rather than stalling the run.
@@ -151,6 +151,47 @@ test('files are written, read, listed, moved and removed, as text and bytes', as
   })
 })
 
+test('files keep metadata, travel gzipped, and are the user\'s; a watch sees each change', async () => {
+  await withSandbox({}, async (sbx) => {
+    const info = await sbx.files.write('m.txt', 'with metadata', { metadata: { author: 'ada' } })
+    assert.deepEqual(info.metadata, { author: 'ada' })
+    const stat = await sbx.files.getInfo('m.txt')
+    assert.deepEqual(stat.metadata, { author: 'ada' })
+    assert.equal(stat.owner, 'user')
+    assert.equal((await sbx.files.write('m.txt', 'overwritten')).metadata, undefined)
+
+    await sbx.files.write('z.txt', 'zipped both ways', { gzip: true })
+    assert.equal(await sbx.files.read('z.txt', { gzip: true }), 'zipped both ways')
+    assert.equal(await sbx.files.read('z.txt'), 'zipped both ways')
+
+    await sbx.commands.run('ln -s /home/user/z.txt link')
+    assert.equal((await sbx.files.getInfo('link')).symlinkTarget, '/home/user/z.txt')
+    await sbx.files.remove('never-was.txt')
+
+    await sbx.files.makeDir('watched/deep')
+    const seen = []
+    let wake
+    const handle = await sbx.files.watchDir('watched', (e) => { seen.push(e); wake?.() }, { recursive: true, includeEntry: true })
+    await sbx.files.write('watched/deep/f.txt', 'one')
+    while (!seen.some((e) => e.type === FilesystemEventType.WRITE && e.name === 'deep/f.txt')) {
+      await new Promise((r) => { wake = r; setTimeout(r, 5000) })
+    }
+    const write = seen.find((e) => e.type === FilesystemEventType.WRITE && e.name === 'deep/f.txt')
+    assert.equal(write.entry?.path, '/home/user/watched/deep/f.txt')
+    await handle.stop()
+    await assert.rejects(sbx.files.watchDir('no-such-dir', () => {}), FileNotFoundError)
+  })
+})
+
+test('a command whose sandbox is killed under it says the sandbox ended', async () => {
+  const sbx = await Sandbox.create()
+  const cmd = await sbx.commands.run('sleep 60', { background: true })
+  await sbx.kill()
+  const err = await cmd.wait().catch((e) => e)
+  assert.ok(err instanceof TimeoutError, String(err))
+  assert.match(err.message, /sandbox was killed or reached its end of life/)
+})
+
 test('the control plane: list, info, metrics, timeout, connect and kill, each the owner\'s alone', async () => {
   const tag = `t${Date.now()}`
   const sbx = await Sandbox.create({ metadata: { tag } })
@@ -163,6 +204,21 @@ test('the control plane: list, info, metrics, timeout, connect and kill, each th
 
     const page = await Sandbox.list({ query: { metadata: { tag } } }).nextItems()
     assert.deepEqual(page.map((s) => s.sandboxId), [sbx.sandboxId])
+    // Newest first unless asked, a page at a time, filtered by template and start.
+    const second = await Sandbox.create({ metadata: { tag } })
+    try {
+      const pages = Sandbox.list({ limit: 1, query: { metadata: { tag } } })
+      assert.deepEqual((await pages.nextItems()).map((s) => s.sandboxId), [second.sandboxId])
+      assert.equal(pages.hasNext, true)
+      assert.deepEqual((await pages.nextItems()).map((s) => s.sandboxId), [sbx.sandboxId])
+      const asc = await Sandbox.list({ order: 'asc', query: { metadata: { tag } } }).nextItems()
+      assert.deepEqual(asc.map((s) => s.sandboxId), [sbx.sandboxId, second.sandboxId])
+      assert.deepEqual(await Sandbox.list({ query: { metadata: { tag }, template: 'other' } }).nextItems(), [])
+      const after = await Sandbox.list({ query: { metadata: { tag }, startedAfter: (await second.getInfo()).startedAt } }).nextItems()
+      assert.deepEqual(after.map((s) => s.sandboxId), [second.sandboxId])
+    } finally {
+      await second.kill()
+    }
     assert.deepEqual(await Sandbox.list({ ...other, query: { metadata: { tag } } }).nextItems(), [])
     await assert.rejects(Sandbox.getInfo(sbx.sandboxId, other), (err) => err instanceof NotFoundError || /not found/i.test(String(err)))
     await assert.rejects(Sandbox.kill(sbx.sandboxId, other).then((ok) => { if (!ok) throw new Error('not found') }))
@@ -170,6 +226,8 @@ test('the control plane: list, info, metrics, timeout, connect and kill, each th
     const metrics = await sbx.getMetrics()
     assert.ok(metrics.length >= 1)
     assert.ok(metrics[0].memTotal > 0 && metrics[0].diskTotal > 0, JSON.stringify(metrics))
+    const hourAgo = Date.now() - 3_600_000
+    assert.deepEqual(await sbx.getMetrics({ start: new Date(hourAgo), end: new Date(hourAgo + 60_000) }), [])
 
     await sbx.setTimeout(120_000)
     const later = await sbx.getInfo()
@@ -198,24 +256,27 @@ test('a sandbox ends at its timeout, and an unknown template is E2B\'s 404', asy
 test('signed file URLs carry their own credential, and a forged one is refused', async () => {
   await withSandbox({}, async (sbx) => {
     await sbx.files.write('signed.txt', 'by signature')
-    // The URLs name the sandbox by host name, which kiln does not route yet: the header does.
-    const box = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' }
-    const down = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 60 })
+    // Opened as a browser would: no header names the sandbox, the signature does.
+    const down = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 60_000 })
     assert.match(down, /signature=v1_/)
-    const got = await fetch(down, { headers: box })
+    const got = await fetch(down)
     assert.equal(got.status, 200)
     assert.equal(await got.text(), 'by signature')
     const forged = new URL(down)
     forged.searchParams.set('path', 'other.txt')
-    assert.equal((await fetch(forged, { headers: box })).status, 401)
+    assert.equal((await fetch(forged)).status, 401)
     const bare = new URL(down)
     bare.search = '?path=signed.txt'
+    const box = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' }
     assert.equal((await fetch(bare, { headers: box })).status, 401)
+    const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -10_000 }))
+    assert.equal(expired.status, 401)
+    assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' })
 
     const up = await sbx.uploadUrl('up/via-url.txt')
     const form = new FormData()
     form.append('file', new Blob(['uploaded by URL']), 'via-url.txt')
-    const put = await fetch(up, { method: 'POST', body: form, headers: box })
+    const put = await fetch(up, { method: 'POST', body: form })
     assert.equal(put.status, 200, await put.text())
     assert.equal(await sbx.files.read('up/via-url.txt'), 'uploaded by URL')
   })
