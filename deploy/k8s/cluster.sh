@@ -102,6 +102,14 @@ ours() {
 
 alive() { ours "$(cat "$(pidfile "$1")" 2>/dev/null)"; }
 
+# gone NAME: NAME is not alive, nor a moment later. A process that is exec'ing its next
+# program reads an empty cmdline for an instant, and the kubelet's launch execs five times.
+gone() {
+  alive "$1" && return 1
+  sleep 0.3
+  ! alive "$1"
+}
+
 # launch NAME CMD...: start CMD in a session of its own, detached from the caller, with its
 # output in logs/NAME.log, and record its PID. The lock's descriptor is not passed on.
 launch() {
@@ -171,7 +179,7 @@ wait_for() {
   shift 2
   local until=$((SECONDS + secs))
   while ! "$@" >/dev/null 2>&1; do
-    alive "$name" || fail_log "$name" "exited"
+    if gone "$name"; then fail_log "$name" "exited"; fi
     [ $SECONDS -lt $until ] || fail_log "$name" "was not ready within $secs s"
     sleep 0.1
   done
@@ -773,7 +781,7 @@ wait_optional() {
   local name=$1 port=$2 t0 until=$((SECONDS + 60))
   t0=$(now)
   while ! healthz "$port"; do
-    if ! alive "$name" || [ $SECONDS -ge $until ]; then
+    if gone "$name" || [ $SECONDS -ge $until ]; then
       say "$name did not come up, the cluster runs without it; last lines of $run/logs/$name.log:"
       tail -n 5 "$run/logs/$name.log" | sed 's/^/    /'
       stop 2 "$name"
