@@ -101,9 +101,9 @@ func (t *boxes) take(id string) *box {
 	return b
 }
 
-// signedFor returns the secure box whose token signed r (expired or not), a /files request of a URL that
-// downloadUrl or uploadUrl made, or nil. With E2B_SANDBOX_URL set those URLs name no
-// sandbox, so the signature, which only the sandbox's token can make, is what names it.
+// signedFor returns the secure box whose token signed r (expired or not), a /files
+// request of a URL that downloadUrl or uploadUrl made, or nil. With E2B_SANDBOX_URL set
+// those URLs name no sandbox, so the signature, which only its token makes, names it.
 func (t *boxes) signedFor(r *http.Request) *box {
 	t.mu.Lock()
 	defer t.mu.Unlock()

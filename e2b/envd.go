@@ -39,15 +39,13 @@ type boxKey struct{}
 // /files URL): envd's routes, behind the sandbox's access token.
 func (h *Handler) Sandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(HeaderSandboxID)
-	if id == "" {
-		b := h.boxes.signedFor(r)
-		if b == nil {
-			writeError(w, http.StatusUnauthorized, "the URL's signature is not one of a running sandbox: it is wrong or expired, or its sandbox has ended")
-			return
-		}
-		id = b.id
+	var b *box
+	if id != "" {
+		b = h.boxes.get(id)
+	} else if b = h.boxes.signedFor(r); b == nil {
+		writeError(w, http.StatusUnauthorized, "the URL's signature is not one of a running sandbox: it is wrong or expired, or its sandbox has ended")
+		return
 	}
-	b := h.boxes.get(id)
 	if b == nil {
 		// What E2B's edge answers for a sandbox that is not running: the SDKs read 502
 		// as "not running" (Sandbox.isRunning) and as a timed-out sandbox elsewhere.
@@ -191,6 +189,23 @@ func (h *Handler) unary(ctx context.Context, b *box, method string, args any, da
 			return e, &agentError{code: codeOf(e.Code), message: e.Error}
 		}
 		return e, nil
+	}
+}
+
+// next returns a stream's next event, calling keepalive each time every passes without
+// one, as envd keeps its long streams open. Its error is the stream's, the request's end,
+// or keepalive's.
+func next(ctx context.Context, st *sandbox.AgentStream, every time.Duration, keepalive func() error) (protocol.AgentEvent, error) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, every)
+		e, err := st.Next(wait)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return e, err
+		}
+		if err := keepalive(); err != nil {
+			return e, err
+		}
 	}
 }
 

@@ -125,6 +125,7 @@ func (m pageMark) before(b *box, desc bool) bool {
 	}
 	return m.started < o.started || (m.started == o.started && m.id < o.id)
 }
+
 func matches(have map[string]string, want url.Values) bool {
 	for k, vs := range want {
 		for _, v := range vs {
@@ -149,29 +150,24 @@ type metricJSON struct {
 }
 
 // metrics answers GET /sandboxes/{id}/metrics with one sample, read now from the
-// sandbox's own cgroup by its agent: kiln keeps no history, so a range given by start
-// and end (Unix seconds) that does not hold now has no samples.
+// sandbox's own cgroup by its agent.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, id string) {
 	b := h.owned(w, r, id)
 	if b == nil {
 		return
 	}
+	// kiln keeps no history: a range that does not hold now has no samples. A second's
+	// slack either way, as the SDKs round their bounds to whole seconds.
 	now := time.Now()
-	for _, bound := range []string{"start", "end"} {
-		s := r.URL.Query().Get(bound)
-		if s == "" {
-			continue
-		}
-		sec, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || sec < 0 {
-			writeError(w, http.StatusBadRequest, "%s is not a Unix time in seconds", bound)
-			return
-		}
-		// A second's slack either way: the SDKs round their bounds to whole seconds.
-		if (bound == "start" && now.Unix() < sec-1) || (bound == "end" && now.Unix() > sec+1) {
-			writeJSON(w, http.StatusOK, []metricJSON{})
-			return
-		}
+	from, okFrom := unixParam(r, "start")
+	until, okUntil := unixParam(r, "end")
+	if !okFrom || !okUntil {
+		writeError(w, http.StatusBadRequest, "start and end are Unix times in seconds")
+		return
+	}
+	if (from != nil && now.Unix() < *from-1) || (until != nil && now.Unix() > *until+1) {
+		writeJSON(w, http.StatusOK, []metricJSON{})
+		return
 	}
 	var m struct {
 		CPUCount   int64   `json:"cpu_count"`
@@ -193,4 +189,14 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, []metricJSON{{Timestamp: now.UTC().Format(time.RFC3339Nano), TimestampUnix: now.Unix(),
 		CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct, MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
 		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal}})
+}
+
+// unixParam is a query parameter in Unix seconds: nil when absent, false when not one.
+func unixParam(r *http.Request, name string) (*int64, bool) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return nil, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return &n, err == nil && n >= 0
 }

@@ -129,18 +129,12 @@ func (p processes) relay(ctx context.Context, b *box, st *sandbox.AgentStream, h
 		defer cancel()
 		_, _ = p.h.unary(uctx, b, "proc.unsubscribe", map[string]any{"target": st.Call()}, nil)
 	}
+	keepalive := func() error {
+		return send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}})
+	}
 	for {
-		wait, cancel := context.WithTimeout(ctx, every)
-		e, err := st.Next(wait)
-		cancel()
+		e, err := next(ctx, st, every, keepalive)
 		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
-					unsubscribe()
-					return err
-				}
-				continue
-			}
 			unsubscribe()
 			if ctx.Err() != nil {
 				return rpcError(ctx.Err())

@@ -2,8 +2,6 @@ package e2b
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -105,18 +103,12 @@ func (f files) WatchDir(ctx context.Context, req *connect.Request[filesystem.Wat
 		return err
 	}
 	every := keepaliveEvery(req.Header())
+	keepalive := func() error {
+		return stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}})
+	}
 	for {
-		wait, cancel := context.WithTimeout(ctx, every)
-		e, err := st.Next(wait)
-		cancel()
+		e, err := next(ctx, st, every, keepalive)
 		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				keep := &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
-				if err := stream.Send(keep); err != nil {
-					return err
-				}
-				continue
-			}
 			if ctx.Err() != nil {
 				return rpcError(ctx.Err())
 			}
@@ -155,72 +147,79 @@ func (w *watcher) collect(h *Handler, b *box) {
 	for {
 		e, err := w.st.Next(w.ctx)
 		if w.ctx.Err() != nil {
-			return
-		}
-		if err == nil && e.End && e.Code != "" {
-			err = &agentError{code: codeOf(e.Code), message: e.Error}
-		} else if err == nil && e.End {
-			err = errors.New("the watch ended")
+			return // removed
 		}
 		var ev *filesystem.FilesystemEvent
-		if err == nil {
+		switch {
+		case err != nil:
+		case e.End && e.Code != "":
+			err = &agentError{code: codeOf(e.Code), message: e.Error}
+		case e.End:
+			err = errors.New("the watch ended")
+		default:
 			ev, err = watchEvent(e)
 		}
 		w.mu.Lock()
 		if err == nil && len(w.events) == maxWatcherEvents {
 			err = &agentError{code: connect.CodeResourceExhausted, message: fmt.Sprintf("more than %d changes came between two GetWatcherEvents: the watcher ended so that none is lost unsaid", maxWatcherEvents)}
 		}
-		if err != nil {
+		if err == nil {
+			w.events = append(w.events, ev)
+		} else {
 			w.err = h.gone(b, err)
-			w.mu.Unlock()
+		}
+		w.mu.Unlock()
+		if err != nil {
 			h.unwatch(b, w.st)
 			return
 		}
-		w.events = append(w.events, ev)
-		w.mu.Unlock()
 	}
 }
 
 func (f files) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
 	b := boxOf(ctx)
-	b.mu.Lock()
-	full := len(b.watchers) >= maxWatchersPerBox
-	b.mu.Unlock()
-	if full {
-		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("this sandbox has %d watchers: remove one first", maxWatchersPerBox))
-	}
 	st, err := f.h.startWatch(ctx, b, req.Msg.GetPath(), req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	raw := make([]byte, 12)
-	_, _ = rand.Read(raw)
-	id := hex.EncodeToString(raw)
+	id := newID()
 	wctx, stop := context.WithCancel(context.Background())
 	w := &watcher{st: st, ctx: wctx, stop: stop}
 	b.mu.Lock()
-	if b.watchers == nil {
-		b.watchers = map[string]*watcher{}
+	full := len(b.watchers) >= maxWatchersPerBox
+	if !full {
+		if b.watchers == nil {
+			b.watchers = map[string]*watcher{}
+		}
+		b.watchers[id] = w
 	}
-	b.watchers[id] = w
 	b.mu.Unlock()
+	if full {
+		stop()
+		f.h.unwatch(b, st)
+		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("this sandbox has %d watchers: remove one first", maxWatchersPerBox))
+	}
 	go w.collect(f.h, b)
 	return connect.NewResponse(&filesystem.CreateWatcherResponse{WatcherId: id}), nil
 }
 
-func (b *box) watcher(id string) (*watcher, error) {
+// watcher returns the box's polled watcher of that id, and with remove, forgets it.
+func (b *box) watcher(id string, remove bool) (*watcher, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w := b.watchers[id]
 	if w == nil {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q not found", id))
 	}
+	if remove {
+		delete(b.watchers, id)
+	}
 	return w, nil
 }
 
 func (f files) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
 	b := boxOf(ctx)
-	w, err := b.watcher(req.Msg.GetWatcherId())
+	w, err := b.watcher(req.Msg.GetWatcherId(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -229,9 +228,7 @@ func (f files) GetWatcherEvents(ctx context.Context, req *connect.Request[filesy
 	w.events = nil
 	w.mu.Unlock()
 	if len(events) == 0 && werr != nil {
-		b.mu.Lock()
-		delete(b.watchers, req.Msg.GetWatcherId())
-		b.mu.Unlock()
+		_, _ = b.watcher(req.Msg.GetWatcherId(), true) // its end is said: it is gone
 		return nil, rpcError(werr)
 	}
 	return connect.NewResponse(&filesystem.GetWatcherEventsResponse{Events: events}), nil
@@ -239,13 +236,10 @@ func (f files) GetWatcherEvents(ctx context.Context, req *connect.Request[filesy
 
 func (f files) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
 	b := boxOf(ctx)
-	w, err := b.watcher(req.Msg.GetWatcherId())
+	w, err := b.watcher(req.Msg.GetWatcherId(), true)
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	delete(b.watchers, req.Msg.GetWatcherId())
-	b.mu.Unlock()
 	w.stop()
 	f.h.unwatch(b, w.st)
 	return connect.NewResponse(&filesystem.RemoveWatcherResponse{}), nil

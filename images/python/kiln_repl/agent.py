@@ -117,12 +117,12 @@ def set_metadata(fd: int, path: str, metadata: dict[str, str]) -> None:
         for key, value in metadata.items():
             os.setxattr(fd, METADATA_PREFIX + str(key), str(value).encode())
     except OSError as exc:
-        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP) and not metadata:
-            return  # nothing to clear where nothing can be kept
-        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+        if exc.errno != errno.EOPNOTSUPP:
+            raise os_error(exc, path) from None
+        if metadata:
             raise AgentError("failed_precondition",
                              f"file metadata needs extended attributes, which the file system of {path} lacks") from None
-        raise os_error(exc, path) from None
+        # else: nothing to clear where nothing can be kept
 
 
 def shown(path: str) -> str:
