@@ -19,9 +19,11 @@ import (
 // GetWatcherEvents; past it the watcher ends with resource_exhausted rather than lose any.
 const maxWatcherEvents = 10_000
 
-// maxWatchersPerBox bounds the polled watchers one sandbox holds: each is a watch in the
-// sandbox and a goroutine here until RemoveWatcher or the sandbox's end.
-const maxWatchersPerBox = 64
+// maxWatchersPerBox bounds the polled watchers one sandbox holds: each is a goroutine
+// here and, in the sandbox, three threads (the agent's call, watchdog's emitter and its
+// dispatcher), which count against the sandbox's PIDs (SANDBOX_PIDS_LIMIT, 128 by
+// default). 16 of them leave most of those to the sandbox's own work.
+const maxWatchersPerBox = 16
 
 var eventTypes = map[string]filesystem.EventType{
 	"create": filesystem.EventType_EVENT_TYPE_CREATE,

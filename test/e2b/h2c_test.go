@@ -39,37 +39,13 @@ func (p *protoCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestEnvdOverH2C(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","secure":true}`))
-	req.Header.Set("X-API-KEY", keyA)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var box struct {
-		SandboxID       string `json:"sandboxID"`
-		EnvdAccessToken string `json:"envdAccessToken"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&box)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || err != nil || box.SandboxID == "" || box.EnvdAccessToken == "" {
-		t.Fatalf("create: %d %+v %v, want 201 with an id and a token", resp.StatusCode, box, err)
-	}
-	defer func() {
-		req, _ := http.NewRequest("DELETE", srv.URL+"/sandboxes/"+box.SandboxID, nil)
-		req.Header.Set("X-API-KEY", keyA)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	box := createBox(ctx, t, keyA)
 
 	protocols := new(http.Protocols)
 	protocols.SetUnencryptedHTTP2(true)
 	counter := &protoCounter{next: &http.Transport{Protocols: protocols}}
 	client := &http.Client{Transport: counter}
-	headers := connect.WithInterceptors(headerInterceptor{
-		"E2b-Sandbox-Id": box.SandboxID, "E2b-Sandbox-Port": "49983", "X-Access-Token": box.EnvdAccessToken,
-	})
+	headers := box.headers()
 	for name, opts := range map[string][]connect.ClientOption{
 		"connect binary": {headers},
 		"grpc":           {headers, connect.WithGRPC()},
@@ -101,6 +77,45 @@ func TestEnvdOverH2C(t *testing.T) {
 	if counter.n.Load() == 0 || counter.h2.Load() != counter.n.Load() {
 		t.Errorf("%d of %d answers were HTTP/2, want all", counter.h2.Load(), counter.n.Load())
 	}
+}
+
+// held is a sandbox created over E2B's control plane, with what reaching its envd takes.
+type held struct {
+	SandboxID       string `json:"sandboxID"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+}
+
+// headers are the routing headers and the token for each of the sandbox's envd calls.
+func (b held) headers() connect.ClientOption {
+	return connect.WithInterceptors(headerInterceptor{
+		"E2b-Sandbox-Id": b.SandboxID, "E2b-Sandbox-Port": "49983", "X-Access-Token": b.EnvdAccessToken,
+	})
+}
+
+// createBox creates a secure sandbox for the key's caller, killed when the test ends.
+func createBox(ctx context.Context, t *testing.T, key string) held {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"base","secure":true}`))
+	req.Header.Set("X-API-KEY", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var box held
+	err = json.NewDecoder(resp.Body).Decode(&box)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil || box.SandboxID == "" || box.EnvdAccessToken == "" {
+		t.Fatalf("create: %d %+v %v, want 201 with an id and a token", resp.StatusCode, box, err)
+	}
+	t.Cleanup(func() {
+		req, _ := http.NewRequest("DELETE", srv.URL+"/sandboxes/"+box.SandboxID, nil)
+		req.Header.Set("X-API-KEY", key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	return box
 }
 
 // headerInterceptor sets E2B's routing headers and the access token on every call.
