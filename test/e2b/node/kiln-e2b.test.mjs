@@ -183,6 +183,57 @@ test('files keep metadata, travel gzipped, and are the user\'s; a watch sees eac
   })
 })
 
+test('real data crosses both ways: a DataFrame\'s CSV in, an array and a fitted model out', async () => {
+  await withSandbox({}, async (sbx) => {
+    const rows = ['x,y']
+    for (let i = 0; i < 50_000; i += 1) rows.push(`${i},${2 * i + 1}`)
+    const csv = rows.join('\n') + '\n'
+    assert.ok(csv.length > 64 << 10)
+    await sbx.files.write('data/points.csv', csv, { gzip: true, metadata: { source: 'node' } })
+    const fit = await sbx.commands.run(`python3 -c "
+import pickle, numpy as np, pandas as pd
+from sklearn.linear_model import LinearRegression
+df = pd.read_csv('data/points.csv')
+model = LinearRegression().fit(df[['x']], df['y'])
+np.save('data/coef.npy', np.arange(20_000, dtype='float64') * model.coef_[0])
+pickle.dump(model, open('data/model.pkl', 'wb'))
+print(len(df), round(float(model.coef_[0]), 6), round(float(model.intercept_), 6))"`)
+    assert.equal(fit.stdout, '50000 2.0 1.0\n')
+    const npy = Buffer.from(await sbx.files.read('data/coef.npy', { format: 'bytes', gzip: true }))
+    assert.equal(npy.subarray(1, 6).toString(), 'NUMPY')
+    assert.ok(npy.length > 20_000 * 8, `${npy.length} bytes`)
+    assert.ok(Math.abs(npy.readDoubleLE(npy.length - 8) - 19_999 * 2) < 1e-6, 'the array\'s last value')
+    const model = await sbx.files.read('data/model.pkl', { format: 'bytes' })
+    assert.equal((await sbx.files.getInfo('data/points.csv')).metadata?.source, 'node')
+    // The model read out goes back in as it came, and still predicts.
+    await sbx.files.write('data/again.pkl', model.buffer)
+    const again = await sbx.commands.run(`python3 -c "
+import pickle; print(pickle.load(open('data/again.pkl', 'rb')).predict([[10]])[0].round(6))"`)
+    assert.equal(again.stdout, '21.0\n')
+  })
+})
+
+test('a gzip bomb fills only its own sandbox\'s disk, and a killed sandbox\'s URLs are refused', async () => {
+  const zlib = await import('node:zlib')
+  await withSandbox({}, async (sbx) => {
+    // 1 GiB of zeros in about 1 MB: the upload stops where the sandbox's data disk ends.
+    const bomb = zlib.gzipSync(Buffer.alloc(1 << 30), { level: 9 })
+    assert.ok(bomb.length < 2 << 20)
+    const put = await fetch(await sbx.uploadUrl('bomb.bin'), {
+      method: 'POST', body: bomb, headers: { 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' },
+    })
+    assert.equal(put.status, 507, await put.text())
+    await sbx.files.remove('bomb.bin')
+    assert.equal((await sbx.commands.run('echo still here')).stdout, 'still here\n')
+
+    const down = await sbx.downloadUrl('gone.txt')
+    await sbx.files.write('gone.txt', 'x')
+    assert.equal((await fetch(down)).status, 200)
+    await sbx.kill()
+    assert.equal((await fetch(down)).status, 401)
+  })
+})
+
 test('a command whose sandbox is killed under it says the sandbox ended', async () => {
   const sbx = await Sandbox.create()
   const cmd = await sbx.commands.run('sleep 60', { background: true })
